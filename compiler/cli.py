@@ -1,0 +1,209 @@
+"""The `qas` command line (typer): arguments in; diagnostics, files and exit codes out.
+
+Exit codes: 0 ok, 1 spec errors (or --check found differences), 2 usage, 3 internal bug.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .diagnostics import Diagnostic, summary_line, to_json, to_text
+from .emit import differences, refuse_overwrites, write_atomically
+from .pipeline import Result, compile_spec
+from .presets import PRESET_NAMES, preset_config
+from .resources import load_schema
+from .spacemath import count_configs, quark_discrete_size, stage1_space
+
+EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+
+app = typer.Typer(
+    name="qas",
+    help="Compile a YAML search spec into a reviewable AMD Quark quantization-search script.\n\n"
+         "Example: qas compile specs/example/spec.yaml && python specs/example/autosearch_output/tinycnn_autosearch.py",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+SpecArg = Annotated[Path, typer.Argument(help="The search spec (YAML).", show_default=False)]
+FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics as text or JSON.")]
+
+
+def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) -> list[Diagnostic]:
+    diagnostics = result.diagnostics + (extra or [])
+    name = str(result.spec_file.name if result.spec_file.is_absolute() else result.spec_file)
+    shown = _display_name(result.spec_file)
+    if fmt is Format.json:
+        sys.stdout.write(to_json(diagnostics, shown))
+    elif diagnostics:
+        sys.stderr.write(to_text(diagnostics, shown))
+        sys.stderr.write(summary_line(diagnostics) + "\n")
+    del name
+    return diagnostics
+
+
+def _display_name(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _require_file(spec: Path) -> None:
+    if not spec.is_file():
+        typer.echo(f"qas: error: no spec file at {spec}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _guard(fn):
+    """Turn an unexpected exception into exit 3 with a report line, never a bare traceback for users."""
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception:  # noqa: BLE001 - this is the bug boundary
+            typer.echo("qas: internal error (this is a bug in qas, please report it with the spec):", err=True)
+            typer.echo(traceback.format_exc(), err=True)
+            raise typer.Exit(EXIT_BUG)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+
+@app.command("compile")
+@_guard
+def compile_command(
+    spec: SpecArg,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 with a diff if the files on disk differ.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited script or files qas did not write.")] = False,
+    fmt: FormatOpt = Format.text,
+) -> None:
+    """Validate SPEC and write <name>_autosearch.py, run_manifest.yaml and quant_plan.json into output.dir.
+
+    Examples:
+
+      qas compile specs/example/spec.yaml
+
+      qas compile --check spec.yaml      # in CI: fail when the committed outputs are stale
+    """
+    _require_file(spec)
+    result = compile_spec(spec)
+    if not result.ok:
+        _report(result, fmt)
+        raise typer.Exit(EXIT_SPEC)
+    assert result.out_dir is not None
+    if check:
+        _report(result, fmt)
+        diff = differences(result.files, result.out_dir)
+        if diff:
+            sys.stdout.write(diff)
+            typer.echo(f"qas: {result.out_dir} is out of date with {spec}; run `qas compile {spec}`", err=True)
+            raise typer.Exit(EXIT_SPEC)
+        typer.echo(f"qas: {result.out_dir} is up to date", err=True)
+        return
+    refused = refuse_overwrites(result.files, result.out_dir, force)
+    refused += [] if refused else write_atomically(result.files, result.out_dir)
+    _report(result, fmt, refused)
+    if refused:
+        raise typer.Exit(EXIT_SPEC)
+    if fmt is Format.text:
+        plan = result.plan
+        assert plan is not None
+        typer.echo(f"wrote {len(result.files)} files to {_display_name(result.out_dir)}: "
+                   f"{', '.join(result.files)}", err=True)
+        typer.echo(f"run it: python {_display_name(result.out_dir / plan.script)}", err=True)
+
+
+@app.command("validate")
+@_guard
+def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text) -> None:
+    """Check SPEC and print diagnostics only; writes nothing.
+
+    Example:
+
+      qas validate spec.yaml --format json
+    """
+    _require_file(spec)
+    result = compile_spec(spec)
+    _report(result, fmt)
+    if not result.ok:
+        raise typer.Exit(EXIT_SPEC)
+    if fmt is Format.text:
+        typer.echo(f"{spec}: ok", err=True)
+
+
+@app.command("presets")
+@_guard
+def presets_command(
+    name: Annotated[Optional[str], typer.Argument(help="A preset to show in full.", show_default=False)] = None,
+) -> None:
+    """List Quark's AutoSearch presets with their sizes, or show one resolved.
+
+    Examples:
+
+      qas presets
+
+      qas presets XINT8_SEARCH
+    """
+    if name is None:
+        typer.echo(f"{'preset':<16} {'quark size':>10} {'grid stage':>10} {'two-stage':>9}")
+        for preset in PRESET_NAMES:
+            cfg = preset_config(preset)
+            space = cfg["search_space"]
+            typer.echo(f"{preset:<16} {quark_discrete_size(space):>10} {count_configs(stage1_space(space)):>10} "
+                       f"{str(cfg['two_stage_search']).lower():>9}")
+        return
+    if name not in PRESET_NAMES:
+        typer.echo(f"qas: error: unknown preset {name!r}; known: {', '.join(PRESET_NAMES)}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    cfg = preset_config(name)
+    space = cfg["search_space"]
+    shown = {"preset": name, "quark_discrete_size": quark_discrete_size(space),
+             "grid_stage_configs": count_configs(stage1_space(space)), **cfg}
+    typer.echo(json.dumps(shown, indent=2))
+
+
+@app.command("schema")
+@_guard
+def schema_command() -> None:
+    """Print the spec's JSON Schema (Draft 2020-12), for editors and CI.
+
+    Example:
+
+      qas schema > spec.schema.json
+    """
+    typer.echo(json.dumps(load_schema("spec.schema.json"), indent=2))
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"qas {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+) -> None:
+    """qas: declarative quantization search for ONNX models with AMD Quark."""
+
+
+def run() -> None:
+    """Console entry point: click's usage errors exit 2 already; everything else goes through _guard."""
+    app()

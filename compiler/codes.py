@@ -1,0 +1,90 @@
+"""The one registry of diagnostic codes: code id in, severity and a one-line title out.
+
+Ranges: QAS1xx loading, QAS2xx schema, QAS3xx resolve and search space,
+QAS4xx budget, QAS5xx metric/direction, QAS6xx device and environment,
+QAS7xx model intake and data, QAS8xx writing outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+@dataclass(frozen=True)
+class Code:
+    id: str
+    severity: Severity
+    title: str
+
+
+def _registry(*codes: Code) -> dict[str, Code]:
+    table = {c.id: c for c in codes}
+    assert len(table) == len(codes), "duplicate code id"
+    return table
+
+
+E, W, N = Severity.ERROR, Severity.WARNING, Severity.NOTE
+
+CODES: dict[str, Code] = _registry(
+    # loading
+    Code("QAS100", E, "YAML syntax error"),
+    Code("QAS101", E, "duplicate key"),
+    Code("QAS102", E, "spec file cannot be read"),
+    Code("QAS103", E, "spec is not a mapping"),
+    # schema
+    Code("QAS201", E, "unknown key"),
+    Code("QAS202", E, "missing required key"),
+    Code("QAS203", E, "wrong type"),
+    Code("QAS204", E, "value not allowed"),
+    Code("QAS205", E, "value out of range or badly formed"),
+    Code("QAS206", E, "conflicting or incomplete alternatives"),
+    Code("QAS207", E, "unsupported spec version"),
+    Code("QAS208", E, "non-finite number"),
+    # resolve
+    Code("QAS301", E, "file or folder not found"),
+    Code("QAS302", E, "output path outside the workspace"),
+    Code("QAS303", E, "override needs a preset"),
+    # search space grammar
+    Code("QAS310", E, "unknown search-space key"),
+    Code("QAS311", E, "only_if names a key that does not exist"),
+    Code("QAS312", E, "conditional group placed before its condition"),
+    Code("QAS313", E, "continuous range outside a conditional group"),
+    Code("QAS314", E, "group without only_if"),
+    Code("QAS315", E, "grid-expanded entry must be a list"),
+    Code("QAS316", E, "unknown choice string"),
+    Code("QAS317", E, "NumIterLR entries must be [iterations, learning_rate] pairs"),
+    Code("QAS318", E, "parameter Quark accepts but never applies"),
+    Code("QAS319", E, "unknown parameter in a group"),
+    Code("QAS320", E, "malformed range"),
+    Code("QAS321", E, "empty choice list"),
+    Code("QAS322", E, "exclude takes a single node name"),
+    Code("QAS323", E, "malformed only_if"),
+    Code("QAS324", E, "device field set in the space"),
+    Code("QAS325", E, "choice value of an unsupported type"),
+    # budget
+    Code("QAS401", E, "more than 200 trials without opt-in"),
+    Code("QAS402", N, "Quark's trial clamp neutralized"),
+    Code("QAS403", E, "more trials than distinct configurations"),
+    Code("QAS404", W, "Grid runs a different number of configurations than n_trials"),
+    Code("QAS405", E, "not enough free disk space"),
+    Code("QAS406", W, "large disk use"),
+    Code("QAS407", W, "n_trials unused: two-stage search without algorithms"),
+    # metric / direction
+    Code("QAS501", E, "higher-is-better metric with Grid or two-stage search"),
+    # writing outputs
+    Code("QAS801", E, "generated script was edited by hand"),
+    Code("QAS802", E, "output file was not written by qas"),
+    Code("QAS803", E, "output file cannot be written"),
+)
+
+
+def severity_of(code_id: str) -> Severity:
+    """Code id in, its registered severity out (KeyError for an unregistered code: a bug)."""
+    return CODES[code_id].severity

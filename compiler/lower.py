@@ -1,0 +1,154 @@
+"""Lowering: a checked Spec in, a render-ready Plan out (everything resolved, every Quark key explicit)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .model import ReaderSpec, Spec
+from .passes.budget import Budget, count_budget, external_data_path
+from .passes.device import torch_device
+from .passes.metric import direction
+from .passes.resolve import merged_space, spec_path, two_stage
+from .spacemath import with_device
+
+ENGINE = "autosearchpro"
+QAS_FORMAT = 1
+
+# What the generated script needs at run time, as requirement ranges (never the versions found on
+# this machine, so compiled output is the same everywhere).
+REQUIREMENTS = {
+    "amd-quark": ">=0.13,<0.14",
+    "optuna": ">=4.0,<6",
+    "onnxruntime": ">=1.17",
+    "onnx": ">=1.16",
+    "numpy": ">=1.24",
+    "torch": ">=2.1",
+}
+PLOT_REQUIREMENTS = {"plotly": ">=5"}
+
+
+@dataclass(frozen=True)
+class ReaderPlan:
+    kind: str  # "folder" | "class"
+    folder: str | None  # relative to the output dir
+    limit: int | None
+    file: str | None  # relative to the output dir
+    name: str | None
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec_file: str  # base name of the spec, for the header line
+    spec_rel: str  # spec path relative to the output dir
+    spec_hash: str
+    name: str
+    engine: str
+    model: str  # relative to the output dir
+    external_data: str | None
+    calibration: ReaderPlan
+    eval_data: ReaderPlan | None
+    metric: str | None
+    evaluator_file: str | None
+    evaluator_function: str | None
+    higher_is_better: bool | None
+    direction: str
+    preset: str | None
+    space_hash: str
+    space: dict[str, Any]
+    sampler: str
+    seed: int
+    two_stage: bool
+    budget: Budget
+    device: str
+    torch_device: str
+    output_dir: str  # relative to the spec's folder
+    temp_dir: str  # relative to the output dir
+    plots: bool
+    study_name: str
+    study_db: str  # file name inside the output dir
+    resume: bool
+    script: str  # file name of the script inside the output dir
+    requirements: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if math.isinf(data["budget"]["distinct_configs"]):
+            data["budget"]["distinct_configs"] = None  # unbounded: continuous ranges
+        else:
+            data["budget"]["distinct_configs"] = int(data["budget"]["distinct_configs"])
+        return data
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_hash(value: Any) -> str:
+    """A hash of a JSON value that keeps key order (order matters in Quark's grammar)."""
+    return sha256_text(json.dumps(value, separators=(",", ":"), ensure_ascii=True))
+
+
+def _rel(spec: Spec, relative: str, out_abs: str) -> str:
+    return os.path.relpath(spec_path(spec, relative), out_abs).replace(os.sep, "/")
+
+
+def _reader(spec: Spec, r: ReaderSpec, out_abs: str) -> ReaderPlan:
+    if r.folder is not None:
+        return ReaderPlan(kind="folder", folder=_rel(spec, r.folder, out_abs), limit=r.limit,
+                          file=None, name=None, args={})
+    file, name = r.reader.rsplit(":", 1)
+    return ReaderPlan(kind="class", folder=None, limit=None, file=_rel(spec, file, out_abs), name=name,
+                      args=dict(r.args))
+
+
+def lower(spec: Spec) -> Plan:
+    out_abs = str(spec_path(spec, spec.output.dir))
+    device_for_torch = torch_device(spec.device)
+    space = with_device(merged_space(spec), device_for_torch)
+    ev = spec.evaluation
+    evaluator_file = evaluator_function = None
+    if ev.evaluator is not None:
+        file, evaluator_function = ev.evaluator.rsplit(":", 1)
+        evaluator_file = _rel(spec, file, out_abs)
+    ext = external_data_path(spec)
+    temp_dir = _rel(spec, spec.output.temp_dir, out_abs) if spec.output.temp_dir else "tmp"
+    requirements = dict(REQUIREMENTS) | (PLOT_REQUIREMENTS if spec.output.plots else {})
+    return Plan(
+        spec_file=spec.file.name,
+        spec_rel=os.path.relpath(spec.file, out_abs).replace(os.sep, "/"),
+        spec_hash=sha256_text(spec.text),
+        name=spec.name,
+        engine=ENGINE,
+        model=_rel(spec, spec.model, out_abs),
+        external_data=os.path.relpath(ext, out_abs).replace(os.sep, "/") if ext else None,
+        calibration=_reader(spec, spec.calibration, out_abs),
+        eval_data=_reader(spec, ev.data, out_abs) if ev.data is not None else None,
+        metric=ev.metric,
+        evaluator_file=evaluator_file,
+        evaluator_function=evaluator_function,
+        higher_is_better=ev.higher_is_better,
+        direction=direction(spec),
+        preset=spec.search.preset,
+        space_hash=canonical_hash(space),
+        space=space,
+        sampler=spec.search.sampler,
+        seed=spec.search.seed,
+        two_stage=two_stage(spec),
+        budget=count_budget(spec),
+        device=spec.device,
+        torch_device=device_for_torch,
+        output_dir=os.path.relpath(out_abs, spec.workspace).replace(os.sep, "/"),
+        temp_dir=temp_dir,
+        plots=spec.output.plots,
+        study_name=spec.output.study_name or spec.name,
+        study_db=f"{spec.name}_study.db",
+        resume=spec.output.resume,
+        script=f"{spec.name}_autosearch.py",
+        requirements=requirements,
+    )

@@ -1,0 +1,107 @@
+"""The typed spec: schema-valid plain data in, frozen dataclasses out; each node keeps its YAML path.
+
+Mappings inside (space, override, args) are the loaded data itself: treat them as read-only and
+deep-copy before changing anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .diagnostics import YamlPath
+
+DEFAULT_OUTPUT_DIR = "autosearch_output"
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    path: YamlPath
+    folder: str | None = None
+    limit: int | None = None
+    reader: str | None = None  # "file.py:Class"
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    path: YamlPath
+    metric: str | None = "L2"
+    evaluator: str | None = None  # "file.py:function"
+    higher_is_better: bool | None = None
+    data: ReaderSpec | None = None
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    path: YamlPath
+    n_trials: int
+    preset: str | None = None
+    space: dict[str, Any] | None = None
+    override: dict[str, Any] | None = None
+    sampler: str = "TPE"
+    seed: int = 0
+    allow_over_200_trials: bool = False
+    two_stage: bool | None = None  # None: the preset's own setting (false for a custom space)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    path: YamlPath
+    dir: str = DEFAULT_OUTPUT_DIR
+    temp_dir: str | None = None
+    plots: bool = False
+    study_name: str | None = None
+    resume: bool = True
+    allow_outside_workspace: bool = False
+
+
+@dataclass(frozen=True)
+class Spec:
+    file: Path  # the spec file, absolute
+    text: str  # its exact text (hashed into the outputs)
+    name: str
+    model: str
+    calibration: ReaderSpec
+    evaluation: EvaluationSpec
+    search: SearchSpec
+    device: str
+    output: OutputSpec
+
+    @property
+    def workspace(self) -> Path:
+        """The folder paths are relative to, and outputs are confined to."""
+        return self.file.parent
+
+
+def _reader(data: dict[str, Any], path: YamlPath) -> ReaderSpec:
+    return ReaderSpec(path=path, folder=data.get("folder"), limit=data.get("limit"),
+                      reader=data.get("reader"), args=data.get("args", {}))
+
+
+def build(data: dict[str, Any], file: Path, text: str) -> Spec:
+    """Schema-valid spec data in, a Spec out (defaults filled here, nowhere else)."""
+    ev = data.get("evaluation", {})
+    evaluation = EvaluationSpec(
+        path=("evaluation",),
+        metric=ev.get("metric", None if "evaluator" in ev else "L2"),
+        evaluator=ev.get("evaluator"),
+        higher_is_better=ev.get("higher_is_better"),
+        data=_reader(ev["data"], ("evaluation", "data")) if "data" in ev else None,
+    )
+    s = data["search"]
+    search = SearchSpec(
+        path=("search",), n_trials=s["n_trials"], preset=s.get("preset"), space=s.get("space"),
+        override=s.get("override"), sampler=s.get("sampler", "TPE"), seed=s.get("seed", 0),
+        allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
+    )
+    o = data.get("output", {})
+    output = OutputSpec(
+        path=("output",), dir=o.get("dir", DEFAULT_OUTPUT_DIR), temp_dir=o.get("temp_dir"),
+        plots=o.get("plots", False), study_name=o.get("study_name"), resume=o.get("resume", True),
+        allow_outside_workspace=o.get("allow_outside_workspace", False),
+    )
+    return Spec(file=file, text=text, name=data["name"], model=data["model"],
+                calibration=_reader(data["calibration"], ("calibration",)), evaluation=evaluation,
+                search=search, device=data["device"], output=output)

@@ -1,0 +1,22 @@
+"""The compile passes, in the order they run: each is `check(Spec) -> Iterator[Diagnostic]`.
+
+The environment and model-intake passes (issue 3) slot in after `device`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ..diagnostics import Diagnostic
+from ..model import Spec
+from . import budget, device, metric, resolve, space
+
+Pass = Callable[[Spec], Iterator[Diagnostic]]
+
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("resolve", resolve.check),
+    ("space", space.check),
+    ("device", device.check),
+    ("budget", budget.check),
+    ("metric", metric.check),
+)

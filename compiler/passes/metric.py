@@ -1,0 +1,37 @@
+"""Metric/direction pass: Spec in; QAS501 out. `direction` derives the objective's direction.
+
+Built-in distances (L2, L1) minimize; cos, psnr and ssim maximize, and Quark's grid stage always
+takes the minimum (QUARK-FACTS F5), so they cannot use Grid or two-stage search. A user evaluator
+is always minimized as `baseline - score` by Quark (F6): the script orients the score so that this
+is right for `higher_is_better` either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..diagnostics import Diagnostic, diag
+from ..model import Spec
+from .resolve import two_stage
+
+MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
+
+
+def direction(spec: Spec) -> str:
+    """'maximize' for cos/psnr/ssim; 'minimize' for L1/L2 and for every user evaluator (see module doc)."""
+    return "maximize" if spec.evaluation.metric in MAXIMIZED_METRICS else "minimize"
+
+
+def check(spec: Spec) -> Iterator[Diagnostic]:
+    metric = spec.evaluation.metric
+    if metric not in MAXIMIZED_METRICS:
+        return
+    if spec.search.sampler == "Grid":
+        yield diag("QAS501", f"metric {metric} is maximized, but Quark's Grid search always keeps the minimum "
+                             "and would select the worst model", spec.search.path + ("sampler",),
+                   hint="use sampler TPE (or Random), or metric L2/L1")
+    elif two_stage(spec):
+        where = spec.search.path + ("two_stage",) if spec.search.two_stage is not None else spec.search.path + ("preset",)
+        yield diag("QAS501", f"metric {metric} is maximized, but the grid stage of two-stage search always keeps "
+                             "the minimum and would select the worst calibration", where,
+                   hint="set search.two_stage: false, or use metric L2/L1")

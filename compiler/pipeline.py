@@ -1,0 +1,75 @@
+"""The compile pipeline: a spec path in; located diagnostics, and rendered files when clean, out.
+
+load -> schema -> model -> passes (in order) -> lower -> render. It stops after the first stage
+or pass that reports an error. Writing is the caller's (see emit).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import model, schema, source
+from .diagnostics import Diagnostic, has_errors, sort_key
+from .lower import Plan, lower
+from .passes import PASSES
+from .passes.resolve import spec_path
+from .render import render
+
+
+@dataclass
+class Result:
+    spec_file: Path
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    plan: Plan | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    out_dir: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.diagnostics)
+
+
+def _locate(doc: source.Document, found: list[Diagnostic]) -> list[Diagnostic]:
+    out = []
+    for d in found:
+        if d.line is None:
+            line, col = doc.locate(d.path, d.at_key)
+            d = d.located(line, col)
+        out.append(d)
+    return sorted(out, key=sort_key)
+
+
+def analyze(spec_file: Path) -> tuple[Result, source.Document | None, model.Spec | None]:
+    """Run every checking stage; the Spec is returned only when no stage reported an error."""
+    spec_file = Path(os.path.abspath(spec_file))
+    result = Result(spec_file=spec_file)
+    doc, found = source.load(spec_file)
+    if doc is None:
+        result.diagnostics = found
+        return result, None, None
+    found = schema.check(doc.data)
+    if has_errors(found):
+        result.diagnostics = _locate(doc, found)
+        return result, doc, None
+    spec = model.build(doc.data, spec_file, doc.text)
+    diagnostics: list[Diagnostic] = list(found)
+    for _name, run_pass in PASSES:
+        diagnostics.extend(run_pass(spec))
+        if has_errors(diagnostics):
+            result.diagnostics = _locate(doc, diagnostics)
+            return result, doc, None
+    result.diagnostics = _locate(doc, diagnostics)
+    result.out_dir = spec_path(spec, spec.output.dir)
+    return result, doc, spec
+
+
+def compile_spec(spec_file: Path) -> Result:
+    """Check, lower and render; files are filled in only when there is no error."""
+    result, _doc, spec = analyze(spec_file)
+    if spec is None:
+        return result
+    result.plan = lower(spec)
+    result.files = render(result.plan)
+    return result

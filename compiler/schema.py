@@ -1,0 +1,143 @@
+"""Schema stage: plain spec data in, QAS2xx diagnostics out (jsonschema Draft 2020-12)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from .diagnostics import Diagnostic, YamlPath, diag
+from .resources import load_schema
+from .source import non_finite_paths
+from .suggest import did_you_mean
+
+SPEC_SCHEMA = "spec.schema.json"
+
+
+def check(data: Any) -> list[Diagnostic]:
+    """Spec data in; every schema violation as a diagnostic out, in document order of paths."""
+    found = list(_non_string_keys(data, ()))
+    found += [diag("QAS208", "NaN and infinity are not allowed in a spec", p,
+                   hint="write a finite number") for p in non_finite_paths(data)]
+    if found:
+        return found
+    validator = Draft202012Validator(load_schema(SPEC_SCHEMA))
+    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
+        found.extend(_translate(error))
+    return _dedupe(found)
+
+
+def _non_string_keys(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                yield diag("QAS203", f"keys must be strings, found {type(k).__name__} key {k!r}", path + (k,),
+                           hint="quote the key", at_key=True)
+            else:
+                yield from _non_string_keys(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _non_string_keys(v, path + (i,))
+
+
+def _translate(error: ValidationError) -> list[Diagnostic]:
+    path: YamlPath = tuple(error.absolute_path)
+    kind = error.validator
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    instance = error.instance
+    where = ".".join(str(p) for p in path) or "the spec"
+    if kind in {"oneOf", "not", "dependentRequired"} and not isinstance(instance, dict):
+        return []  # the type error on the same node says what is wrong
+    if kind == "additionalProperties":
+        known = list(schema.get("properties", {}))
+        extras = [k for k in instance if k not in known]
+        return [diag("QAS201", f"unknown key {k!r} in {where}", path + (k,),
+                     hint=did_you_mean(k, known), at_key=True) for k in extras]
+    if kind == "required":
+        missing = [k for k in error.validator_value if k not in instance]
+        return [diag("QAS202", f"missing required key {k!r} in {where}", path,
+                     hint=_describe(schema, k), at_key=bool(path)) for k in missing]
+    if kind == "type":
+        return [diag("QAS203", f"{where} must be {_type_words(error.validator_value)}, "
+                               f"not {_json_type(instance)}", path, hint=_field_hint(schema))]
+    if kind == "enum":
+        return [diag("QAS204", f"{instance!r} is not allowed for {where}", path,
+                     hint=did_you_mean(str(instance), error.validator_value))]
+    if kind == "const":
+        if path == ("qas",):
+            return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
+                         hint="this qas reads format 1: write `qas: 1`")]
+        return [diag("QAS204", f"{where} must be {error.validator_value!r}", path)]
+    if kind in {"pattern", "minimum", "maximum", "minLength", "maxLength", "exclusiveMinimum"}:
+        return [diag("QAS205", f"{instance!r} is not a valid value for {where}", path,
+                     hint=_field_hint(schema))]
+    if kind == "oneOf":
+        return [_alternatives(error, path, where)]
+    if kind == "not":
+        return [diag("QAS206", f"{where} takes either 'metric' or 'evaluator', not both", path,
+                     hint="drop one of them")]
+    if kind == "dependentRequired":
+        return [diag("QAS206", f"{where}: {_dependent_words(error)}", path,
+                     hint=None)]
+    return [diag("QAS205", f"{where}: {error.message}", path)]
+
+
+def _alternatives(error: ValidationError, path: YamlPath, where: str) -> Diagnostic:
+    options = [alt["required"][0] for alt in error.validator_value if "required" in alt]
+    given = [k for k in options if isinstance(error.instance, dict) and k in error.instance]
+    names = " or ".join(repr(o) for o in options)
+    if len(given) > 1:
+        return diag("QAS206", f"{where} takes exactly one of {names}, found both", path,
+                    hint=f"keep one of {names}")
+    if not given:
+        return diag("QAS206", f"{where} needs one of {names}", path,
+                    hint=f"add {names}")
+    # exactly one alternative given but it failed: its own errors say why
+    return diag("QAS205", f"{where}: {error.message}", path)
+
+
+def _dependent_words(error: ValidationError) -> str:
+    for key, needs in error.validator_value.items():
+        if key in error.instance:
+            missing = [n for n in needs if n not in error.instance]
+            if missing:
+                return f"{key!r} needs {', '.join(repr(m) for m in missing)}"
+    return error.message
+
+
+def _describe(schema: dict[str, Any], key: str) -> str | None:
+    sub = schema.get("properties", {}).get(key, {})
+    return sub.get("description")
+
+
+def _field_hint(schema: dict[str, Any]) -> str | None:
+    return schema.get("description")
+
+
+_JSON_TYPES = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+               float: "a number", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _type_words(expected: Any) -> str:
+    names = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "true or false",
+             "integer": "an integer", "number": "a number", "null": "null"}
+    if isinstance(expected, list):
+        return " or ".join(names.get(e, e) for e in expected)
+    return names.get(expected, str(expected))
+
+
+def _dedupe(found: list[Diagnostic]) -> list[Diagnostic]:
+    seen: set[tuple] = set()
+    out = []
+    for d in found:
+        key = (d.code, d.path, d.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
