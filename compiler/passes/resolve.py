@@ -77,11 +77,11 @@ def _check_file(spec: Spec, relative: str, path: tuple, what: str, want_dir: boo
     target = spec_path(spec, relative)
     if want_dir and not target.is_dir():
         state = "is not a folder" if target.exists() else "does not exist"
-        yield diag("QAS301", f"{what} {relative!r} {state} (looked at {target})", path,
+        yield diag("QAS301", f"{what} {relative!r} {state}", path,
                    hint="paths are relative to the spec file, not the current directory")
     elif not want_dir and not target.is_file():
         state = "is not a file" if target.exists() else "does not exist"
-        yield diag("QAS301", f"{what} {relative!r} {state} (looked at {target})", path,
+        yield diag("QAS301", f"{what} {relative!r} {state}", path,
                    hint="paths are relative to the spec file, not the current directory")
 
 
@@ -94,7 +94,7 @@ def _check_output(spec: Spec) -> Iterator[Diagnostic]:
             continue
         target = spec_path(spec, value).resolve()
         if target != root and root not in target.parents:
-            yield diag("QAS302", f"output.{key} {value!r} leaves the spec's folder ({target})",
+            yield diag("QAS302", f"output.{key} {value!r} leaves the spec's folder",
                        spec.output.path + (key,),
                        hint="keep outputs beside the spec, or set output.allow_outside_workspace: true")
         elif target == root:

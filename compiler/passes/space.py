@@ -137,7 +137,7 @@ def _check_choices(key: str, values: list[Any], at: Locator, top: bool, group: s
             if not all(isinstance(x, SCALARS) for x in v):
                 yield diag("QAS325", f"a choice of {'.'.join(keys)} holds nested mappings", at(*keys, i))
         elif key in enums and (not top or key in CHOICE_KEYS) and v not in enums[key]:
-            yield diag("QAS316", f"{v!r} is not a {key} Quark knows (its strings are case-sensitive)",
+            yield diag("QAS316", f"{v!r} is not a value Quark knows for {key} (its strings are case-sensitive)",
                        at(*keys, i), hint=did_you_mean(str(v), [e for e in enums[key] if e is not None]))
     if key == "NumIterLR":
         for i, v in enumerate(values):
@@ -165,7 +165,7 @@ def _check_only_if(key: str, cond: Any, space: dict[str, Any], seen: list[str], 
     if target not in space:
         yield diag("QAS311", f"only_if of {key!r} names {target!r}, which is not in the space; "
                              "Quark would silently skip the group", where,
-                   hint=did_you_mean(str(target), list(space)))
+                   hint=did_you_mean(str(target), [k for k in space if k != key]))
     elif target not in seen:
         yield diag("QAS312", f"group {key!r} comes before its condition {target!r}; Quark iterates in order "
                              "and would silently skip it", at(key),

@@ -1,0 +1,5 @@
+"""`python -m compiler` runs the qas command line."""
+
+from .cli import run
+
+run()

@@ -1,0 +1,143 @@
+"""The qas command line on real files: exit codes, --check, --force, refusal to overwrite, JSON output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+
+def qas(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_compile_writes_three_files_and_rerun_is_a_no_op(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    first = qas("compile", str(spec))
+    assert first.returncode == 0, first.stderr
+    out = example_copy / "autosearch_output"
+    assert sorted(p.name for p in out.iterdir()) == ["quant_plan.json", "run_manifest.yaml", "tinycnn_autosearch.py"]
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert qas("compile", str(spec)).returncode == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert qas("compile", "--check", str(spec)).returncode == 0
+
+
+def test_check_reports_a_diff_and_writes_nothing(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    assert qas("compile", str(spec)).returncode == 0
+    spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 5"))
+    script = example_copy / "autosearch_output" / "tinycnn_autosearch.py"
+    before = script.read_text()
+    checked = qas("compile", "--check", str(spec))
+    assert checked.returncode == 1
+    assert "-N_TRIALS = 3" in checked.stdout and "+N_TRIALS = 5" in checked.stdout
+    assert script.read_text() == before
+
+
+def test_hand_edited_script_is_not_overwritten_without_force(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    assert qas("compile", str(spec)).returncode == 0
+    script = example_copy / "autosearch_output" / "tinycnn_autosearch.py"
+    edited = script.read_text().replace("SEED = 0", "SEED = 42")
+    script.write_text(edited)
+    refused = qas("compile", str(spec))
+    assert refused.returncode == 1
+    assert "error[QAS801]" in refused.stderr and "edited by hand" in refused.stderr
+    assert script.read_text() == edited  # nothing lost
+    forced = qas("compile", "--force", str(spec))
+    assert forced.returncode == 0
+    assert "SEED = 0" in script.read_text()
+
+
+def test_files_qas_did_not_write_are_not_overwritten(example_copy: Path) -> None:
+    out = example_copy / "autosearch_output"
+    out.mkdir()
+    (out / "run_manifest.yaml").write_text("mine: true\n")
+    refused = qas("compile", str(example_copy / "spec.yaml"))
+    assert refused.returncode == 1 and "error[QAS802]" in refused.stderr
+    assert (out / "run_manifest.yaml").read_text() == "mine: true\n"
+    assert not (out / "tinycnn_autosearch.py").exists()  # all or nothing
+
+
+def test_unwritable_output_dir_is_a_located_error(example_copy: Path) -> None:
+    (example_copy / "autosearch_output").write_text("a file where the folder should be")
+    result = qas("compile", str(example_copy / "spec.yaml"))
+    assert result.returncode == 1
+    assert "error[QAS803]" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_errors_write_nothing_and_exit_1(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    spec.write_text(spec.read_text().replace("n_trials: 3", "n_trails: 3"))
+    result = qas("compile", str(spec))
+    assert result.returncode == 1
+    assert "spec.yaml:" in result.stderr and "error[QAS201]" in result.stderr and "did you mean 'n_trials'?" in result.stderr
+    assert not (example_copy / "autosearch_output").exists()
+
+
+def test_json_format_carries_the_same_fields(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    spec.write_text(spec.read_text().replace("device: cpu", "device: gpu0"))
+    result = qas("validate", "--format", "json", str(spec))
+    assert result.returncode == 1
+    (item,) = json.loads(result.stdout)
+    assert item["code"] == "QAS205" and item["severity"] == "error" and item["path"] == "$.device"
+    assert item["line"] == spec.read_text().splitlines().index("device: gpu0") + 1 and item["col"] == 9
+    assert set(item) == {"file", "line", "col", "severity", "code", "message", "path", "hint"}
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert qas("compile", str(tmp_path / "absent.yaml")).returncode == 2
+    assert qas("compile", "--no-such-flag", "x.yaml").returncode == 2
+    assert qas("presets", "NOPE").returncode == 2
+
+
+def test_validate_writes_nothing(example_copy: Path) -> None:
+    result = qas("validate", str(example_copy / "spec.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert not (example_copy / "autosearch_output").exists()
+
+
+def test_presets_and_schema_commands() -> None:
+    listing = qas("presets")
+    assert listing.returncode == 0
+    assert "XINT8_SEARCH" in listing.stdout and " 8 " in listing.stdout
+    shown = json.loads(qas("presets", "XINT8_SEARCH").stdout)
+    assert shown["grid_stage_configs"] == 3 and shown["quark_discrete_size"] == 8
+    schema = json.loads(qas("schema").stdout)
+    assert schema["$schema"].endswith("2020-12/schema")
+
+
+@pytest.mark.parametrize("command", ["compile", "validate", "presets", "schema"])
+def test_every_command_has_help_with_an_example(command: str) -> None:
+    result = qas(command, "--help")
+    assert result.returncode == 0 and "Example" in result.stdout
+
+
+def test_internal_errors_exit_3_with_a_report_line(example_copy: Path) -> None:
+    code = ("import sys; import compiler.pipeline as p; from compiler import cli;"
+            "p.compile_spec = cli.compile_spec = lambda s: 1/0;"
+            "sys.argv = ['qas', 'validate', sys.argv[1]]; cli.run()")
+    result = subprocess.run([sys.executable, "-c", code, str(example_copy / "spec.yaml")], capture_output=True, text=True)
+    assert result.returncode == 3
+    assert "internal error" in result.stderr and "please report" in result.stderr
+
+
+def test_paths_resolve_relative_to_the_spec_not_the_cwd(example_copy: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = qas("compile", str(example_copy / "spec.yaml"), cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert (example_copy / "autosearch_output" / "tinycnn_autosearch.py").is_file()
+    assert not any(elsewhere.iterdir())
+
+
+def test_repo_root_is_clean_of_golden_writes() -> None:
+    # the golden harness renders to memory; no case folder gets an output dir
+    assert not list((REPO / "golden").glob("*/autosearch_output"))
