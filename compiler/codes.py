@@ -78,6 +78,16 @@ CODES: dict[str, Code] = _registry(
     Code("QAS407", W, "n_trials unused: two-stage search without algorithms"),
     # metric / direction
     Code("QAS501", E, "higher-is-better metric with Grid or two-stage search"),
+    # model intake and data
+    Code("QAS701", E, "model is not a readable ONNX file"),
+    Code("QAS702", E, "model is already quantized"),
+    Code("QAS703", E, "external data missing"),
+    Code("QAS704", E, "model over 2 GB without external data"),
+    Code("QAS705", W, "opset below 13"),
+    Code("QAS706", E, "no samples"),
+    Code("QAS707", E, "sample does not fit the model inputs"),
+    Code("QAS708", E, "sample file cannot be read"),
+    Code("QAS709", E, "user file does not define the named reader or evaluator"),
     # writing outputs
     Code("QAS801", E, "generated script was edited by hand"),
     Code("QAS802", E, "output file was not written by qas"),

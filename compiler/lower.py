@@ -11,6 +11,8 @@ from typing import Any
 
 from .model import ReaderSpec, Spec
 from .passes.budget import Budget, count_budget, external_data_path
+from .passes.data import sample_counts
+from .passes.intake import analysis
 from .passes.device import torch_device
 from .passes.metric import direction
 from .passes.resolve import merged_space, spec_path, two_stage
@@ -75,9 +77,11 @@ class Plan:
     resume: bool
     script: str  # file name of the script inside the output dir
     requirements: dict[str, str]
+    model_analysis: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["model_analysis"]  # written to model_analysis.json
         if math.isinf(data["budget"]["distinct_configs"]):
             data["budget"]["distinct_configs"] = None  # unbounded: continuous ranges
         else:
@@ -151,4 +155,5 @@ def lower(spec: Spec) -> Plan:
         resume=spec.output.resume,
         script=f"{spec.name}_autosearch.py",
         requirements=requirements,
+        model_analysis={**analysis(spec), "samples": sample_counts(spec)},
     )

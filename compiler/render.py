@@ -61,7 +61,7 @@ def script_is_hand_edited(text: str) -> bool:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    """Plan in; the script, run_manifest.yaml and quant_plan.json texts out, keyed by file name."""
+    """Plan in; the script, run_manifest.yaml, quant_plan.json and model_analysis.json texts out, keyed by file name."""
     env = environment()
     header = header_line(plan.spec_file)
     body = env.get_template("autosearch.py.j2").render(plan=plan)
@@ -73,4 +73,6 @@ def render(plan: Plan) -> dict[str, str]:
         plan=plan, distinct_configs=distinct, winner_pattern=winner)
     plan_json = json.dumps({"generated_by": "qas", **plan.to_json()}, indent=2, ensure_ascii=True)
     quant_plan = env.get_template("quant_plan.json.j2").render(plan_json=plan_json)
-    return {plan.script: script, "run_manifest.yaml": manifest, "quant_plan.json": quant_plan}
+    model_analysis = json.dumps(plan.model_analysis, indent=2, ensure_ascii=True) + "\n"
+    return {plan.script: script, "run_manifest.yaml": manifest, "quant_plan.json": quant_plan,
+            "model_analysis.json": model_analysis}

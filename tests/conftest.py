@@ -26,3 +26,24 @@ def example_copy(tmp_path: Path) -> Path:
     target = tmp_path / "example"
     shutil.copytree(EXAMPLE_DIR, target, ignore=shutil.ignore_patterns("autosearch_output", "__pycache__"))
     return target
+
+
+def model_with_external_data(folder: Path, data_bytes: int, missing: bool = False) -> Path:
+    """The example model plus one initializer stored in a sparse external file of data_bytes (no real disk used)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"))
+    tensor = numpy_helper.from_array(__import__("numpy").zeros(4, "float32"), "unused.weight")
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", "big.onnx_data"), ("offset", "0"), ("length", "16")):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    model.graph.initializer.append(tensor)
+    path = folder / "big.onnx"
+    path.write_bytes(model.SerializeToString())
+    if not missing:
+        with open(folder / "big.onnx_data", "wb") as handle:
+            handle.truncate(data_bytes)
+    return path

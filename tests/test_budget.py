@@ -10,13 +10,14 @@ import pytest
 
 from compiler.pipeline import compile_spec
 
+from .conftest import EXAMPLE_DIR, model_with_external_data
+
 
 def big_model_spec(tmp_path: Path, size: int) -> Path:
-    (tmp_path / "calib").mkdir()
-    with open(tmp_path / "huge.onnx", "wb") as handle:  # sparse: takes no real disk
-        handle.truncate(size)
+    shutil.copytree(EXAMPLE_DIR / "data" / "calib", tmp_path / "calib")
+    model_with_external_data(tmp_path, size)
     spec = tmp_path / "spec.yaml"
-    spec.write_text("qas: 1\nname: huge\nmodel: huge.onnx\ncalibration: {folder: calib}\n"
+    spec.write_text("qas: 1\nname: huge\nmodel: big.onnx\ncalibration: {folder: calib}\n"
                     "search: {preset: XINT8_SEARCH, n_trials: 8}\ndevice: cpu\n")
     return spec
 
@@ -37,13 +38,13 @@ def test_a_large_search_that_fits_is_a_warning(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**13, 0, 10**13))
     result = compile_spec(spec)
     assert [d.code for d in result.diagnostics] == ["QAS406"]
-    assert result.plan.budget.disk_estimate_bytes == 11 * 20 * 10**9
+    assert result.plan.budget.disk_estimate_bytes == 11 * result.plan.budget.model_bytes
     assert result.files  # a warning does not stop the compile
 
 
 def test_external_data_counts_towards_the_model_size(tmp_path: Path) -> None:
-    spec = big_model_spec(tmp_path, 1000)
-    (tmp_path / "huge.onnx_data").write_bytes(b"\0" * 500)
+    spec = big_model_spec(tmp_path, 500)
     result = compile_spec(spec)
-    assert result.plan.budget.model_bytes == 1500
-    assert result.plan.external_data == "../huge.onnx_data"
+    assert result.plan.budget.model_bytes == (tmp_path / "big.onnx").stat().st_size + 500
+    assert result.plan.external_data == "../big.onnx_data"
+    assert result.plan.model_analysis["external_data"] == [{"location": "big.onnx_data", "exists": True, "bytes": 500}]

@@ -16,12 +16,13 @@ def qas(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def test_compile_writes_three_files_and_rerun_is_a_no_op(example_copy: Path) -> None:
+def test_compile_writes_four_files_and_rerun_is_a_no_op(example_copy: Path) -> None:
     spec = example_copy / "spec.yaml"
     first = qas("compile", str(spec))
     assert first.returncode == 0, first.stderr
     out = example_copy / "autosearch_output"
-    assert sorted(p.name for p in out.iterdir()) == ["quant_plan.json", "run_manifest.yaml", "tinycnn_autosearch.py"]
+    assert sorted(p.name for p in out.iterdir()) == ["model_analysis.json", "quant_plan.json", "run_manifest.yaml",
+                                                      "tinycnn_autosearch.py"]
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert qas("compile", str(spec)).returncode == 0
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -1,6 +1,6 @@
 """The compile passes, in the order they run: each is `check(Spec) -> Iterator[Diagnostic]`.
 
-The environment and model-intake passes (issue 3) slot in after `device`.
+The environment pass (issue 3) slots in after `device`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 from ..diagnostics import Diagnostic
 from ..model import Spec
-from . import budget, device, metric, resolve, space
+from . import budget, data, device, intake, metric, resolve, space
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
@@ -17,6 +17,8 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("resolve", resolve.check),
     ("space", space.check),
     ("device", device.check),
+    ("intake", intake.check),
+    ("data", data.check),
     ("budget", budget.check),
     ("metric", metric.check),
 )

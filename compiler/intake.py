@@ -1,0 +1,112 @@
+"""Model intake facts: an ONNX path in, the model_analysis.json content (a plain dict) out.
+
+Pure reading; deciding what is an error is the intake pass's job.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .onnx_proto import EXTERNAL, TENSOR_TYPES, load_model
+
+TWO_GB = 2 * 1024**3
+QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+QOPERATOR_OPS = {"QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearAveragePool", "QLinearConcat",
+                 "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearSigmoid", "QLinearSoftmax", "QGemm",
+                 "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"}
+QUARK_DOMAINS = {"com.amd.quark", "com.vai.quantize"}
+QUANTIZABLE_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Mul", "Concat", "AveragePool", "MaxPool",
+                   "GlobalAveragePool", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Softmax", "Resize", "Pad",
+                   "InstanceNormalization", "LayerNormalization", "Gather", "Split", "Slice", "Transpose", "Reshape"}
+
+
+def _value_info(v: Any) -> dict[str, Any]:
+    t = v.type.tensor_type
+    dims: list[int | str | None] = []
+    if t.HasField("shape"):
+        for d in t.shape.dim:
+            dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+    return {"name": v.name, "dtype": TENSOR_TYPES.get(t.elem_type, f"type{t.elem_type}"),
+            "shape": dims if t.HasField("shape") else None}
+
+
+def _all_nodes(graph: Any):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _all_nodes(attr.g)
+            for sub in attr.graphs:
+                yield from _all_nodes(sub)
+
+
+def external_locations(model: Any) -> list[str]:
+    found = []
+    for tensor in model.graph.initializer:
+        if tensor.data_location == EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location" and entry.value not in found:
+                    found.append(entry.value)
+    return found
+
+
+def analyze_model(path: Path) -> dict[str, Any]:
+    """Model facts; raises onnx_proto.NotOnnx for a file that is not a model."""
+    model = load_model(path)
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [_value_info(v) for v in model.graph.input if v.name not in initializers]
+    outputs = [_value_info(v) for v in model.graph.output]
+    nodes = list(_all_nodes(model.graph))
+    ops = Counter(n.op_type if not n.domain or n.domain == "ai.onnx" else f"{n.domain}::{n.op_type}" for n in nodes)
+    external = []
+    for location in external_locations(model):
+        target = path.parent / location
+        external.append({"location": location, "exists": target.is_file(),
+                         "bytes": target.stat().st_size if target.is_file() else None})
+    size = path.stat().st_size + sum(e["bytes"] or 0 for e in external)
+    dynamic = [{"tensor": v["name"], "axis": i, "dim": d} for v in inputs + outputs
+               for i, d in enumerate(v["shape"] or []) if not isinstance(d, int) or d <= 0]
+    opsets = {(o.domain or "ai.onnx"): o.version for o in model.opset_import}
+    return {
+        "generated_by": "qas",
+        "file": path.name,
+        "ir_version": model.ir_version,
+        "producer": {"name": model.producer_name, "version": model.producer_version},
+        "opsets": dict(sorted(opsets.items())),
+        "inputs": inputs,
+        "outputs": outputs,
+        "dynamic_dims": dynamic,
+        "op_counts": dict(sorted(ops.items())),
+        "quantizable_op_counts": dict(sorted((k, v) for k, v in ops.items() if k in QUANTIZABLE_OPS)),
+        "external_data": external,
+        "size_bytes": size,
+        "has_qdq": any(n.op_type in QDQ_OPS for n in nodes),
+        "has_qoperator": any(n.op_type in QOPERATOR_OPS for n in nodes),
+        "has_quark_custom_ops": any(n.domain in QUARK_DOMAINS for n in nodes),
+        "risks": [],
+    }
+
+
+def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
+    """Facts in, the risks a search would run into out (severity, code, message, hint); the intake pass reports them."""
+    found = []
+    if analysis["has_qdq"] or analysis["has_qoperator"] or analysis["has_quark_custom_ops"]:
+        kinds = [k for k, flag in (("QuantizeLinear/DequantizeLinear", analysis["has_qdq"]),
+                                   ("QOperator ops", analysis["has_qoperator"]),
+                                   ("Quark custom-domain ops", analysis["has_quark_custom_ops"])) if flag]
+        found.append({"severity": "error", "code": "QAS702",
+                      "message": f"the model is already quantized ({', '.join(kinds)}); AutoSearchPro needs a float model",
+                      "hint": "point `model` at the float model it was made from"})
+    missing = [e["location"] for e in analysis["external_data"] if not e["exists"]]
+    if missing:
+        found.append({"severity": "error", "code": "QAS703",
+                      "message": f"external data {', '.join(repr(m) for m in missing)} is referenced but missing",
+                      "hint": "keep the external data file beside the model, under the name the model records"})
+    opset = analysis["opsets"].get("ai.onnx")
+    if opset is not None and opset < 13:
+        found.append({"severity": "warning", "code": "QAS705",
+                      "message": f"default-domain opset {opset} is below 13; Quark's per-channel and QDQ passes expect 13+",
+                      "hint": "convert it first, e.g. onnx.version_converter.convert_version(model, 17)"})
+    return found

@@ -1,0 +1,3 @@
+class CalibReader:
+    def get_next(self):
+        return None

@@ -1,0 +1,71 @@
+"""Model intake on real files: a QDQ model made by onnxruntime is refused, a >2 GB single file is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.pipeline import compile_spec
+
+from .conftest import EXAMPLE_DIR
+
+
+def spec_for(folder: Path, model: str) -> Path:
+    shutil.copytree(EXAMPLE_DIR / "data" / "calib", folder / "calib")
+    spec = folder / "spec.yaml"
+    spec.write_text(f"qas: 1\nname: t\nmodel: {model}\ncalibration: {{folder: calib}}\n"
+                    "search: {preset: XINT8_SEARCH, n_trials: 3}\ndevice: cpu\n")
+    return spec
+
+
+def test_a_model_quantized_by_onnxruntime_is_refused(tmp_path: Path) -> None:
+    quantization = pytest.importorskip("onnxruntime.quantization")
+
+    class Samples(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.samples = [{"input": np.load(p)} for p in sorted((EXAMPLE_DIR / "data" / "calib").glob("*.npy"))]
+
+        def get_next(self):
+            return self.samples.pop() if self.samples else None
+
+    quantization.quantize_static(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(tmp_path / "qdq.onnx"), Samples(),
+                                 quant_format=quantization.QuantFormat.QDQ)
+    result = compile_spec(spec_for(tmp_path, "qdq.onnx"))
+    assert [d.code for d in result.diagnostics] == ["QAS702"]
+    assert result.diagnostics[0].path == ("model",) and (result.diagnostics[0].line, result.diagnostics[0].col) == (3, 8)
+    assert not result.files
+
+
+def test_a_single_file_over_2_gb_is_refused_without_reading_it(tmp_path: Path) -> None:
+    with open(tmp_path / "huge.onnx", "wb") as handle:
+        handle.truncate(2 * 1024**3 + 1)  # sparse
+    result = compile_spec(spec_for(tmp_path, "huge.onnx"))
+    assert [d.code for d in result.diagnostics] == ["QAS704"]
+
+
+def test_the_example_model_analysis(tmp_path: Path) -> None:
+    result = compile_spec(EXAMPLE_DIR / "spec.yaml")
+    facts = json.loads(result.files["model_analysis.json"])
+    assert facts["inputs"] == [{"name": "input", "dtype": "float32", "shape": [1, 3, 32, 32]}]
+    assert facts["outputs"] == [{"name": "logits", "dtype": "float32", "shape": [1, 10]}]
+    assert facts["op_counts"] == {"Conv": 2, "Flatten": 1, "GlobalAveragePool": 1, "Gemm": 1, "Relu": 2}
+    assert facts["opsets"] == {"ai.onnx": 17} and facts["ir_version"] == 8
+    assert not (facts["has_qdq"] or facts["has_qoperator"] or facts["has_quark_custom_ops"])
+    assert facts["samples"] == {"calibration": 8, "evaluation": 4}
+    assert facts["size_bytes"] == (EXAMPLE_DIR / "models" / "tinycnn.onnx").stat().st_size
+
+
+def test_a_model_quark_produced_is_refused_too(tmp_path: Path) -> None:
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"))
+    model.graph.node.append(helper.make_node("VitisQuantizeLinear", ["logits", "s", "z"], ["q"], domain="com.vai.quantize"))
+    onnx.save(model, str(tmp_path / "vai.onnx"))
+    result = compile_spec(spec_for(tmp_path, "vai.onnx"))
+    assert [d.code for d in result.diagnostics] == ["QAS702"]
+    assert "Quark custom-domain ops" in result.diagnostics[0].message
