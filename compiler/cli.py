@@ -45,14 +45,12 @@ FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics as text
 
 def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) -> list[Diagnostic]:
     diagnostics = result.diagnostics + (extra or [])
-    name = str(result.spec_file.name if result.spec_file.is_absolute() else result.spec_file)
     shown = _display_name(result.spec_file)
     if fmt is Format.json:
         sys.stdout.write(to_json(diagnostics, shown))
     elif diagnostics:
         sys.stderr.write(to_text(diagnostics, shown))
         sys.stderr.write(summary_line(diagnostics) + "\n")
-    del name
     return diagnostics
 
 
