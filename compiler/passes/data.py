@@ -13,6 +13,7 @@ from typing import Any
 from ..diagnostics import Diagnostic, YamlPath, diag
 from ..model import ReaderSpec, Spec
 from ..samples import read_headers, sample_files
+from ..suggest import did_you_mean
 from .intake import analysis
 from .resolve import spec_path
 
@@ -101,7 +102,5 @@ def _check_defines(spec: Spec, file: str, name: str, at: YamlPath, kind: type, w
     imported = {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
                 for a in n.names}
     if name not in defined | assigned | imported:
-        from ..suggest import did_you_mean
-
         yield diag("QAS709", f"{file!r} defines no top-level {word} {name!r}", at,
                    hint=did_you_mean(name, sorted(defined)))
