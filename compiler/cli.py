@@ -15,9 +15,11 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .diagnostics import Diagnostic, summary_line, to_json, to_text
+from .diagnostics import Diagnostic, has_errors, summary_line, to_items, to_text
 from .emit import differences, refuse_overwrites, write_atomically
+from .environment import Environment, load_target, probe
 from .pipeline import Result, compile_spec
+from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
 from .resources import load_schema
 from .spacemath import count_configs, quark_discrete_size, stage1_space
@@ -40,17 +42,41 @@ class Format(str, Enum):
 
 
 SpecArg = Annotated[Path, typer.Argument(help="The search spec (YAML).", show_default=False)]
-FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics as text or JSON.")]
+FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics and the plan as text or JSON.")]
+PythonOpt = Annotated[Optional[str], typer.Option(
+    "--python", help="The interpreter that will run the script; probed for packages and the device. "
+                     "Default: the one running qas.", show_default=False)]
+TargetEnvOpt = Annotated[Optional[Path], typer.Option(
+    "--target-env", help="A JSON description of the target machine (write it there with `qas env`), "
+                         "used instead of probing an interpreter.", show_default=False)]
+
+
+def _environment(python: str | None, target_env: Path | None) -> Environment:
+    """--python / --target-env in, the Environment to check against out; a bad one is a usage error."""
+    if python is not None and target_env is not None:
+        typer.echo("qas: error: give --python or --target-env, not both", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    found = load_target(target_env) if target_env is not None else probe(python or sys.executable)
+    if isinstance(found, str):
+        typer.echo(f"qas: error: {found}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    return found
 
 
 def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) -> list[Diagnostic]:
+    """Diagnostics (stderr) and the plan (stdout) as text, or one JSON object on stdout."""
     diagnostics = result.diagnostics + (extra or [])
     shown = _display_name(result.spec_file)
+    summary = plan_summary(result.plan) if result.plan is not None else None
     if fmt is Format.json:
-        sys.stdout.write(to_json(diagnostics, shown))
-    elif diagnostics:
+        document = {"file": shown, "ok": not has_errors(diagnostics), "diagnostics": to_items(diagnostics, shown), "plan": summary}
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return diagnostics
+    if diagnostics:
         sys.stderr.write(to_text(diagnostics, shown))
         sys.stderr.write(summary_line(diagnostics) + "\n")
+    if summary is not None:
+        sys.stdout.write(summary_text(summary))
     return diagnostics
 
 
@@ -91,6 +117,8 @@ def compile_command(
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 with a diff if the files on disk differ.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited script or files qas did not write.")] = False,
     fmt: FormatOpt = Format.text,
+    python: PythonOpt = None,
+    target_env: TargetEnvOpt = None,
 ) -> None:
     """Validate SPEC and write <name>_autosearch.py, run_manifest.yaml and quant_plan.json into output.dir.
 
@@ -99,9 +127,11 @@ def compile_command(
       qas compile specs/example/spec.yaml
 
       qas compile --check spec.yaml      # in CI: fail when the committed outputs are stale
+
+      qas compile spec.yaml --target-env gpu-box.json    # compile here for a machine with a GPU
     """
     _require_file(spec)
-    result = compile_spec(spec)
+    result = compile_spec(spec, _environment(python, target_env))
     if not result.ok:
         _report(result, fmt)
         raise typer.Exit(EXIT_SPEC)
@@ -130,15 +160,18 @@ def compile_command(
 
 @app.command("validate")
 @_guard
-def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text) -> None:
-    """Check SPEC and print diagnostics only; writes nothing.
+def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text, python: PythonOpt = None,
+                     target_env: TargetEnvOpt = None) -> None:
+    """Check SPEC and print its diagnostics and plan (trials, disk, rough time); writes nothing.
 
-    Example:
+    Examples:
 
       qas validate spec.yaml --format json
+
+      qas validate spec.yaml --python /opt/venvs/quark/bin/python
     """
     _require_file(spec)
-    result = compile_spec(spec)
+    result = compile_spec(spec, _environment(python, target_env))
     _report(result, fmt)
     if not result.ok:
         raise typer.Exit(EXIT_SPEC)
@@ -175,6 +208,21 @@ def presets_command(
     shown = {"preset": name, "quark_discrete_size": quark_discrete_size(space),
              "grid_stage_configs": count_configs(stage1_space(space)), **cfg}
     typer.echo(json.dumps(shown, indent=2))
+
+
+@app.command("env")
+@_guard
+def env_command(python: PythonOpt = None) -> None:
+    """Print what an interpreter has (packages, onnxruntime providers, torch build) as a --target-env file.
+
+    Example, on the GPU box, then on your laptop:
+
+      qas env --python /opt/venvs/quark/bin/python > gpu-box.json
+
+      qas compile spec.yaml --target-env gpu-box.json
+    """
+    found = _environment(python, None)
+    typer.echo(json.dumps(found.document, indent=2, sort_keys=True))
 
 
 @app.command("schema")

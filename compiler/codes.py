@@ -78,6 +78,13 @@ CODES: dict[str, Code] = _registry(
     Code("QAS407", W, "n_trials unused: two-stage search without algorithms"),
     # metric / direction
     Code("QAS501", E, "higher-is-better metric with Grid or two-stage search"),
+    # environment and device gating
+    Code("QAS601", E, "package the script needs is not installed"),
+    Code("QAS602", E, "package or Python version outside the supported range"),
+    Code("QAS603", E, "device needs an onnxruntime execution provider that is missing"),
+    Code("QAS604", E, "device needs a torch build for that accelerator"),
+    Code("QAS605", W, "cpu search, but onnxruntime has GPU providers"),
+    Code("QAS606", E, "device index beyond the target's GPUs"),
     # model intake and data
     Code("QAS701", E, "model is not a readable ONNX file"),
     Code("QAS702", E, "model is already quantized"),

@@ -75,9 +75,9 @@ def to_text(diagnostics: Iterable[Diagnostic], filename: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def to_json(diagnostics: Iterable[Diagnostic], filename: str) -> str:
-    """Diagnostics in, a JSON array with the same fields as the text form out."""
-    items = [
+def to_items(diagnostics: Iterable[Diagnostic], filename: str) -> list[dict]:
+    """Diagnostics in, JSON-ready dicts with the same fields as the text form out."""
+    return [
         {
             "file": filename,
             "line": d.line or 1,
@@ -90,7 +90,6 @@ def to_json(diagnostics: Iterable[Diagnostic], filename: str) -> str:
         }
         for d in diagnostics
     ]
-    return json.dumps(items, indent=2) + "\n"
 
 
 def summary_line(diagnostics: Iterable[Diagnostic]) -> str:

@@ -1,4 +1,4 @@
-"""Lowering: a checked Spec in, a render-ready Plan out (everything resolved, every Quark key explicit)."""
+"""Lowering: a checked Spec and its target Environment in, a render-ready Plan out (everything resolved, every Quark key explicit)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .cost import TimeEstimate, estimate
+from .environment import Environment, describe
 from .model import ReaderSpec, Spec
 from .passes.budget import Budget, count_budget, external_data_path
 from .passes.data import sample_counts
@@ -16,22 +18,12 @@ from .passes.intake import analysis
 from .passes.device import torch_device
 from .passes.metric import direction
 from .passes.resolve import merged_space, spec_path, two_stage
+from .requirements import requirements
 from .spacemath import with_device
 
 ENGINE = "autosearchpro"
 QAS_FORMAT = 1
 
-# What the generated script needs at run time, as requirement ranges (never the versions found on
-# this machine, so compiled output is the same everywhere).
-REQUIREMENTS = {
-    "amd-quark": ">=0.13,<0.14",
-    "optuna": ">=4.0,<6",
-    "onnxruntime": ">=1.17",
-    "onnx": ">=1.16",
-    "numpy": ">=1.24",
-    "torch": ">=2.1",
-}
-PLOT_REQUIREMENTS = {"plotly": ">=5"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +59,7 @@ class Plan:
     seed: int
     two_stage: bool
     budget: Budget
+    time_estimate: TimeEstimate
     device: str
     torch_device: str
     output_dir: str  # relative to the spec's folder
@@ -77,15 +70,20 @@ class Plan:
     resume: bool
     script: str  # file name of the script inside the output dir
     requirements: dict[str, str]
+    environment: dict[str, Any]  # what the target environment has (manifest only: it differs per machine)
     model_analysis: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         del data["model_analysis"]  # written to model_analysis.json
+        del data["environment"]  # recorded in run_manifest.yaml
         if math.isinf(data["budget"]["distinct_configs"]):
             data["budget"]["distinct_configs"] = None  # unbounded: continuous ranges
         else:
             data["budget"]["distinct_configs"] = int(data["budget"]["distinct_configs"])
+        estimate_data = data["time_estimate"]
+        estimate_data["per_trial_s"] = {k: round(v, 3) for k, v in estimate_data["per_trial_s"].items()}
+        estimate_data["total_s"] = [round(v, 1) for v in estimate_data["total_s"]]
         return data
 
 
@@ -111,8 +109,9 @@ def _reader(spec: Spec, r: ReaderSpec, out_abs: str) -> ReaderPlan:
                       args=dict(r.args))
 
 
-def lower(spec: Spec) -> Plan:
+def lower(spec: Spec, env: Environment) -> Plan:
     out_abs = str(spec_path(spec, spec.output.dir))
+    budget = count_budget(spec)
     device_for_torch = torch_device(spec.device)
     space = with_device(merged_space(spec), device_for_torch)
     ev = spec.evaluation
@@ -122,7 +121,6 @@ def lower(spec: Spec) -> Plan:
         evaluator_file = _rel(spec, file, out_abs)
     ext = external_data_path(spec)
     temp_dir = _rel(spec, spec.output.temp_dir, out_abs) if spec.output.temp_dir else "tmp"
-    requirements = dict(REQUIREMENTS) | (PLOT_REQUIREMENTS if spec.output.plots else {})
     return Plan(
         spec_file=spec.file.name,
         spec_rel=os.path.relpath(spec.file, out_abs).replace(os.sep, "/"),
@@ -144,7 +142,8 @@ def lower(spec: Spec) -> Plan:
         sampler=spec.search.sampler,
         seed=spec.search.seed,
         two_stage=two_stage(spec),
-        budget=count_budget(spec),
+        budget=budget,
+        time_estimate=estimate(spec, budget),
         device=spec.device,
         torch_device=device_for_torch,
         output_dir=os.path.relpath(out_abs, spec.workspace).replace(os.sep, "/"),
@@ -154,6 +153,7 @@ def lower(spec: Spec) -> Plan:
         study_db=f"{spec.name}_study.db",
         resume=spec.output.resume,
         script=f"{spec.name}_autosearch.py",
-        requirements=requirements,
+        requirements=requirements(spec),
+        environment=describe(env, list(requirements(spec))),
         model_analysis={**analysis(spec), "samples": sample_counts(spec)},
     )

@@ -13,7 +13,8 @@ from pathlib import Path
 from . import model, schema, source
 from .diagnostics import Diagnostic, has_errors, sort_key
 from .lower import Plan, lower
-from .passes import PASSES
+from .environment import Environment, current_environment
+from .passes import passes
 from .passes.resolve import spec_path
 from .render import render
 
@@ -25,6 +26,7 @@ class Result:
     plan: Plan | None = None
     files: dict[str, str] = field(default_factory=dict)
     out_dir: Path | None = None
+    environment: Environment | None = None
 
     @property
     def ok(self) -> bool:
@@ -41,10 +43,11 @@ def _locate(doc: source.Document, found: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(out, key=sort_key)
 
 
-def analyze(spec_file: Path) -> tuple[Result, source.Document | None, model.Spec | None]:
-    """Run every checking stage; the Spec is returned only when no stage reported an error."""
+def analyze(spec_file: Path, env: Environment | None = None) -> tuple[Result, source.Document | None, model.Spec | None]:
+    """Run every checking stage against `env` (default: this interpreter, probed); the Spec only when clean."""
     spec_file = Path(os.path.abspath(spec_file))
-    result = Result(spec_file=spec_file)
+    env = env if env is not None else current_environment()
+    result = Result(spec_file=spec_file, environment=env)
     doc, found = source.load(spec_file)
     if doc is None:
         result.diagnostics = found
@@ -55,7 +58,7 @@ def analyze(spec_file: Path) -> tuple[Result, source.Document | None, model.Spec
         return result, doc, None
     spec = model.build(doc.data, spec_file, doc.text)
     diagnostics: list[Diagnostic] = list(found)
-    for _name, run_pass in PASSES:
+    for _name, run_pass in passes(env):
         diagnostics.extend(run_pass(spec))
         if has_errors(diagnostics):
             result.diagnostics = _locate(doc, diagnostics)
@@ -65,11 +68,11 @@ def analyze(spec_file: Path) -> tuple[Result, source.Document | None, model.Spec
     return result, doc, spec
 
 
-def compile_spec(spec_file: Path) -> Result:
-    """Check, lower and render; files are filled in only when there is no error."""
-    result, _doc, spec = analyze(spec_file)
+def compile_spec(spec_file: Path, env: Environment | None = None) -> Result:
+    """Check, lower and render for `env`; files are filled in only when there is no error."""
+    result, _doc, spec = analyze(spec_file, env)
     if spec is None:
         return result
-    result.plan = lower(spec)
+    result.plan = lower(spec, result.environment)
     result.files = render(result.plan)
     return result

@@ -38,7 +38,9 @@ def test_a_large_search_that_fits_is_a_warning(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**13, 0, 10**13))
     result = compile_spec(spec)
     assert [d.code for d in result.diagnostics] == ["QAS406"]
-    assert result.plan.budget.disk_estimate_bytes == 11 * result.plan.budget.model_bytes
+    budget = result.plan.budget
+    assert budget.dump_bytes == 2 * 8 * 10 * 4  # float + one quantized dump of 8 samples x 10 float32 logits
+    assert budget.disk_estimate_bytes == 11 * budget.model_bytes + budget.dump_bytes
     assert result.files  # a warning does not stop the compile
 
 

@@ -87,10 +87,29 @@ def test_json_format_carries_the_same_fields(example_copy: Path) -> None:
     spec.write_text(spec.read_text().replace("device: cpu", "device: gpu0"))
     result = qas("validate", "--format", "json", str(spec))
     assert result.returncode == 1
-    (item,) = json.loads(result.stdout)
+    document = json.loads(result.stdout)
+    assert document["ok"] is False and document["plan"] is None
+    (item,) = document["diagnostics"]
     assert item["code"] == "QAS205" and item["severity"] == "error" and item["path"] == "$.device"
     assert item["line"] == spec.read_text().splitlines().index("device: gpu0") + 1 and item["col"] == 9
     assert set(item) == {"file", "line", "col", "severity", "code", "message", "path", "hint"}
+
+
+def test_json_format_carries_the_plan(example_copy: Path) -> None:
+    result = qas("validate", "--format", "json", str(example_copy / "spec.yaml"))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    plan = document["plan"]
+    assert document["ok"] is True and document["diagnostics"] == []
+    assert plan["trials"] == {"requested": 3, "effective": 3, "quark_would_run": 3, "grid_configs": 3,
+                              "models_produced": 6}
+    assert plan["device"] == "cpu" and plan["metric"] == "L2" and plan["space"]["preset"] == "XINT8_SEARCH"
+    assert plan["environment"]["source"] == "probe" and plan["environment"]["packages"]["optuna"]
+    low, high = plan["time"]["total_s"]
+    assert 0 < low <= high
+    assert set(plan["time"]["per_trial_s"]) == {"plain", "adaround", "adaquant"}
+    text = qas("validate", str(example_copy / "spec.yaml")).stdout
+    assert "trials      3 of 3 requested, after 3 grid configs = 6 models" in text and "checked on  probe:" in text
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""Golden cases: golden/<case>/spec.yaml in; every file compile renders plus diagnostics.txt must match expected/.
+"""Golden cases: golden/<case>/spec.yaml in; every file compile renders, diagnostics.txt and plan.txt must match expected/.
 
 Adding a case is adding a folder. `pytest --update-golden` rewrites expected/; review it in git diff.
-Error cases hold only diagnostics.txt. Nothing is written outside expected/ (compile renders to memory).
+Error cases hold only diagnostics.txt. The target environment is golden/target_env.json, or the case's
+own target_env.json. Nothing is written outside expected/ (compile renders to memory).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from compiler.diagnostics import to_text
+from compiler.environment import Environment, load_target
 from compiler.pipeline import compile_spec
+from compiler.summary import plan_summary, summary_text
 
 from .conftest import REPO
 
@@ -20,10 +23,20 @@ GOLDEN = REPO / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "spec.yaml").is_file())
 
 
+def target_env(case_dir: Path) -> Environment:
+    """The case's own target_env.json, else golden/target_env.json: golden output never depends on this machine."""
+    own = case_dir / "target_env.json"
+    env = load_target(own if own.is_file() else GOLDEN / "target_env.json")
+    assert not isinstance(env, str), env
+    return env
+
+
 def rendered(case_dir: Path) -> dict[str, str]:
-    result = compile_spec(case_dir / "spec.yaml")
+    result = compile_spec(case_dir / "spec.yaml", target_env(case_dir))
     files = dict(result.files)
     files["diagnostics.txt"] = to_text(result.diagnostics, "spec.yaml")
+    if result.plan is not None:
+        files["plan.txt"] = summary_text(plan_summary(result.plan))  # what validate/compile print
     return files
 
 

@@ -1,24 +1,27 @@
-"""The compile passes, in the order they run: each is `check(Spec) -> Iterator[Diagnostic]`.
-
-The environment pass (issue 3) slots in after `device`.
-"""
+"""The compile passes, in the order they run: a target Environment in, `(name, check(Spec) -> Iterator[Diagnostic])` pairs out."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 
 from ..diagnostics import Diagnostic
+from ..environment import Environment
 from ..model import Spec
-from . import budget, data, device, intake, metric, resolve, space
+from . import budget, data, device, environment, intake, metric, resolve, space
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
-PASSES: tuple[tuple[str, Pass], ...] = (
-    ("resolve", resolve.check),
-    ("space", space.check),
-    ("device", device.check),
-    ("intake", intake.check),
-    ("data", data.check),
-    ("budget", budget.check),
-    ("metric", metric.check),
-)
+
+def passes(env: Environment) -> tuple[tuple[str, Pass], ...]:
+    """Only the environment pass depends on where the script will run."""
+    return (
+        ("resolve", resolve.check),
+        ("space", space.check),
+        ("device", device.check),
+        ("environment", partial(environment.check, env=env)),
+        ("intake", intake.check),
+        ("data", data.check),
+        ("budget", budget.check),
+        ("metric", metric.check),
+    )

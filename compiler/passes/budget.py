@@ -1,8 +1,8 @@
 """Budget pass: Spec in; QAS40x diagnostics out. The counts themselves come from `count_budget`.
 
-Models produced = stage-1 grid configurations + sampler trials. Quark clamps n_trials to its
-"discrete space size", which ignores continuous ranges (QUARK-FACTS F3); the script restores
-the requested count after constructing AutoSearchPro, so the clamp is only noted here.
+Models produced = stage-1 grid configurations + sampler trials; disk = models x model size plus
+the output dumps. Quark clamps n_trials to its "discrete space size", which ignores continuous
+ranges (QUARK-FACTS F3); the script restores the requested count, so the clamp is only noted here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 from ..diagnostics import Diagnostic, diag
 from ..model import Spec
 from ..spacemath import count_configs, optuna_distinct, quark_discrete_size, stage1_space, stage2_template
+from .data import sample_counts
+from .intake import analysis
 from .resolve import merged_space, spec_path, two_stage
 
 MAX_TRIALS_WITHOUT_OPT_IN = 200
@@ -31,7 +33,9 @@ class Budget:
     distinct_configs: float  # what the sampler stage can draw (math.inf with continuous ranges)
     models_produced: int
     model_bytes: int
-    disk_estimate_bytes: int
+    dump_bytes: int  # Quark's float-output .npy dumps, plus one quantized model's dumps at a time
+    dump_is_lower_bound: bool  # dynamic output dims counted as 1, or a user reader of unknown length
+    disk_estimate_bytes: int  # models_produced * model_bytes + dump_bytes
 
 
 def model_bytes(spec: Spec) -> int:
@@ -48,6 +52,34 @@ def external_data_path(spec: Spec) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+            "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
+
+
+def output_dump_bytes(spec: Spec) -> tuple[int, bool]:
+    """Bytes of Quark's built-in-metric output dumps, and whether that is only a lower bound.
+
+    Quark saves every evaluation sample's outputs of the float model as .npy in temp_dir, and the
+    same for each quantized model while it is scored (removed after). A custom evaluator dumps nothing.
+    """
+    if spec.evaluation.metric is None:
+        return 0, False
+    per_sample, lower_bound = 0, False
+    for out in analysis(spec)["outputs"]:
+        elements = 1
+        for dim in out["shape"] or [None]:
+            if isinstance(dim, int) and dim > 0:
+                elements *= dim
+            else:
+                lower_bound = True
+        per_sample += elements * ITEMSIZE.get(out["dtype"], 4)
+    counts = sample_counts(spec)
+    samples = counts.get("evaluation", counts["calibration"]) if spec.evaluation.data else counts["calibration"]
+    if samples is None:
+        return 0, True
+    return 2 * samples * per_sample, lower_bound
 
 
 def count_budget(spec: Spec) -> Budget:
@@ -73,9 +105,11 @@ def count_budget(spec: Spec) -> Budget:
             effective = n if distinct == math.inf else min(n, int(distinct))
     produced = grid + effective
     size = model_bytes(spec)
+    dumps, lower_bound = output_dump_bytes(spec)
     return Budget(requested_trials=n, effective_trials=effective, quark_would_run=quark_would_run,
                   grid_configs=grid, distinct_configs=distinct, models_produced=produced,
-                  model_bytes=size, disk_estimate_bytes=produced * size)
+                  model_bytes=size, dump_bytes=dumps, dump_is_lower_bound=lower_bound,
+                  disk_estimate_bytes=produced * size + dumps)
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
@@ -84,7 +118,7 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     n = b.requested_trials
     if n > MAX_TRIALS_WITHOUT_OPT_IN and not spec.search.allow_over_200_trials:
         yield diag("QAS401", f"n_trials {n} is above {MAX_TRIALS_WITHOUT_OPT_IN}: about {b.models_produced} "
-                             f"quantized models and {_gb(b.disk_estimate_bytes)} of disk", trials_at,
+                             f"quantized models and {gb(b.disk_estimate_bytes)} of disk", trials_at,
                    hint="lower n_trials, or add `allow_over_200_trials: true` under search")
     if spec.search.sampler == "Grid":
         total = int(b.distinct_configs)
@@ -115,13 +149,17 @@ def _check_disk(spec: Spec, b: Budget) -> Iterator[Diagnostic]:
     free = shutil.disk_usage(probe).free
     at = spec.output.path + ("dir",)
     if b.disk_estimate_bytes > free:
-        yield diag("QAS405", f"the search writes about {_gb(b.disk_estimate_bytes)} ({b.models_produced} models of "
-                             f"{_gb(b.model_bytes)}), but only {_gb(free)} is free at {probe}", at,
+        yield diag("QAS405", f"the search writes about {gb(b.disk_estimate_bytes)} ({b.models_produced} models of "
+                             f"{gb(b.model_bytes)}, {gb(b.dump_bytes)} of output dumps), but only {gb(free)} "
+                             f"is free at {probe}", at,
                    hint="free space, choose another output.dir, or lower n_trials")
     elif b.disk_estimate_bytes > LARGE_DISK_BYTES:
-        yield diag("QAS406", f"the search writes about {_gb(b.disk_estimate_bytes)} ({b.models_produced} models)",
+        yield diag("QAS406", f"the search writes about {gb(b.disk_estimate_bytes)} ({b.models_produced} models)",
                    at, hint="lower n_trials if that is more than intended")
 
 
-def _gb(n: int) -> str:
-    return f"{n / 10**9:.2f} GB" if n >= 10**8 else f"{n / 10**6:.2f} MB"
+def gb(n: int) -> str:
+    """Bytes in, '1.23 GB', '4.56 MB' or '7.8 KB' out."""
+    if n >= 10**8:
+        return f"{n / 10**9:.2f} GB"
+    return f"{n / 10**6:.2f} MB" if n >= 10**6 else f"{n / 10**3:.1f} KB"

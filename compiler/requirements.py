@@ -1,0 +1,50 @@
+"""What the generated script needs at run time: a Spec in, requirement ranges and install commands out.
+
+These are ranges, never the versions found on some machine, so compiled output is the same
+everywhere; the environment pass checks them against what the target interpreter has.
+"""
+
+from __future__ import annotations
+
+from .model import Spec
+
+PYTHON_RANGE = ">=3.10"
+
+REQUIREMENTS = {
+    "amd-quark": ">=0.13,<0.14",
+    "optuna": ">=4.0,<6",
+    "onnxruntime": ">=1.17",
+    "onnx": ">=1.16",
+    "numpy": ">=1.24",
+    "torch": ">=2.1",
+}
+PLOT_REQUIREMENTS = {"plotly": ">=5"}
+
+# torch wheels per accelerator: the default PyPI wheel is a CUDA build on Linux.
+TORCH_INDEX = {
+    "cpu": "https://download.pytorch.org/whl/cpu",
+    "cuda": "https://download.pytorch.org/whl/cu124",
+    "rocm": "https://download.pytorch.org/whl/rocm6.2",
+}
+# The onnxruntime distribution that carries each accelerator's execution provider.
+ORT_DISTRIBUTION = {"cpu": "onnxruntime", "cuda": "onnxruntime-gpu", "rocm": "onnxruntime-rocm"}
+ORT_PROVIDERS = {"cuda": ("CUDAExecutionProvider",), "rocm": ("ROCMExecutionProvider", "MIGraphXExecutionProvider")}
+
+
+def requirements(spec: Spec) -> dict[str, str]:
+    """Distribution name -> version range, for this spec (plotly only when plots are on)."""
+    return dict(REQUIREMENTS) | (PLOT_REQUIREMENTS if spec.output.plots else {})
+
+
+def accelerator_of(device: str) -> str:
+    """'cpu', 'cuda' or 'rocm' from a spec device ('cuda:1' -> 'cuda')."""
+    return device.split(":", 1)[0]
+
+
+def install_command(python: str, package: str, version_range: str, accelerator: str) -> str:
+    """The exact pip command that installs `package` within `version_range` for that accelerator."""
+    if package == "torch":
+        return f"{python} -m pip install 'torch{version_range}' --index-url {TORCH_INDEX[accelerator]}"
+    if package == "onnxruntime":
+        return f"{python} -m pip install '{ORT_DISTRIBUTION[accelerator]}{version_range}'"
+    return f"{python} -m pip install '{package}{version_range}'"

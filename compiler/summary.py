@@ -1,0 +1,68 @@
+"""The plan printout of `qas validate` / `qas compile`: a Plan in, a summary dict (for --format json) or text out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .cost import duration
+from .lower import Plan
+from .passes.budget import gb
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """Everything a reviewer asks before starting a long search, as plain JSON data."""
+    b, t = plan.budget, plan.time_estimate
+    return {
+        "name": plan.name,
+        "engine": plan.engine,
+        "space": {"preset": plan.preset, "sha256": plan.space_hash},
+        "sampler": plan.sampler,
+        "seed": plan.seed,
+        "two_stage": plan.two_stage,
+        "trials": {"requested": b.requested_trials, "effective": b.effective_trials,
+                   "quark_would_run": b.quark_would_run, "grid_configs": b.grid_configs,
+                   "models_produced": b.models_produced},
+        "device": plan.device,
+        "metric": plan.metric or f"{plan.evaluator_file}:{plan.evaluator_function}",
+        "direction": plan.direction,
+        "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": plan.study_db},
+        "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.models_produced * b.model_bytes,
+                 "output_dump_bytes": b.dump_bytes, "lower_bound": b.dump_is_lower_bound},
+        "time": {"per_trial_s": {k: round(v, 3) for k, v in t.per_trial_s.items()},
+                 "finetune_iterations": t.iterations,
+                 "total_s": [round(v, 1) for v in t.total_s],
+                 "samples_assumed": t.samples_assumed,
+                 "rough": "good to a factor of ten; constants in compiler/data/cost_model.json"},
+        "environment": plan.environment,
+    }
+
+
+def summary_text(s: dict[str, Any]) -> str:
+    """The same summary as a short aligned block for a terminal."""
+    trials, disk, time = s["trials"], s["disk"], s["time"]
+    space = s["space"]["preset"] or f"custom space {s['space']['sha256'][:12]}"
+    env = s["environment"]
+    found = ", ".join(f"{k} {v or 'MISSING'}" for k, v in env["packages"].items())
+    classes = ", ".join(
+        f"{name} {duration(sec)}" + (f" ({time['finetune_iterations'][name]} iterations)" if name != "plain" else "")
+        for name, sec in time["per_trial_s"].items())
+    low, high = time["total_s"]
+    total = duration(low) if round(low) == round(high) else f"{duration(low)} to {duration(high)}"
+    rows = [
+        ("space", f"{space}, sampler {s['sampler']} (seed {s['seed']})" + (", two-stage" if s["two_stage"] else "")),
+        ("trials", f"{trials['effective']} of {trials['requested']} requested"
+                   + (f" (Quark alone would run {trials['quark_would_run']})"
+                      if trials["quark_would_run"] != trials["requested"] else "")
+                   + (f", after {trials['grid_configs']} grid configs" if trials["grid_configs"] else "")
+                   + f" = {trials['models_produced']} models"),
+        ("device", s["device"]),
+        ("metric", f"{s['metric']} ({s['direction']})"),
+        ("outputs", f"{s['outputs']['dir']}/ ({s['outputs']['script']}, {s['outputs']['study_db']})"),
+        ("disk", ("at least " if disk["lower_bound"] else "") + f"{gb(disk['estimate_bytes'])} "
+                 f"({gb(disk['models_bytes'])} models, {gb(disk['output_dump_bytes'])} output dumps)"),
+        ("time/trial", classes + (" (sample count assumed)" if time["samples_assumed"] else "")),
+        ("time", f"{total} (rough, good to a factor of ten)"),
+        ("checked on", f"{env['source']}: Python {env['python']}, {env['accelerator']}; {found}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return f"plan for {s['name']}:\n" + "".join(f"  {k:<{width}}  {v}\n" for k, v in rows)
