@@ -68,6 +68,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS323", E, "malformed only_if"),
     Code("QAS324", E, "device field set in the space"),
     Code("QAS325", E, "choice value of an unsupported type"),
+    Code("QAS326", E, "option needs engine qas"),
     # budget
     Code("QAS401", E, "more than 200 trials without opt-in"),
     Code("QAS402", N, "Quark's trial clamp neutralized"),
@@ -95,6 +96,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS707", E, "sample does not fit the model inputs"),
     Code("QAS708", E, "sample file cannot be read"),
     Code("QAS709", E, "user file does not define the named reader or evaluator"),
+    Code("QAS710", E, "keep_float names something the model does not have"),
     # writing outputs
     Code("QAS801", E, "generated script was edited by hand"),
     Code("QAS802", E, "output file was not written by qas"),

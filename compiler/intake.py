@@ -78,6 +78,7 @@ def analyze_model(path: Path) -> dict[str, Any]:
         "inputs": inputs,
         "outputs": outputs,
         "dynamic_dims": dynamic,
+        "nodes": [{"name": n.name, "op_type": n.op_type} for n in model.graph.node],  # main graph: what keep_float names
         "op_counts": dict(sorted(ops.items())),
         "quantizable_op_counts": dict(sorted((k, v) for k, v in ops.items() if k in QUANTIZABLE_OPS)),
         "external_data": external,

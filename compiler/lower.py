@@ -11,7 +11,7 @@ from typing import Any
 
 from .cost import TimeEstimate, estimate
 from .environment import Environment, describe
-from .model import ReaderSpec, Spec
+from .model import DEFAULT_MAX_FAILURES, ReaderSpec, Spec
 from .passes.budget import Budget, count_budget, external_data_path
 from .passes.data import sample_counts
 from .passes.intake import analysis
@@ -21,7 +21,6 @@ from .passes.resolve import merged_space, spec_path, two_stage
 from .requirements import requirements
 from .spacemath import with_device
 
-ENGINE = "autosearchpro"
 QAS_FORMAT = 1
 
 
@@ -69,6 +68,9 @@ class Plan:
     study_db: str  # file name inside the output dir
     resume: bool
     script: str  # file name of the script inside the output dir
+    max_failures: int  # engine qas: FAIL trials in the study before the search stops
+    keep_models: str  # engine qas: "all" | "best" | "top-K"
+    keep_float: dict[str, Any]  # engine qas: {"nodes": [...], "op_types": [...], "subgraphs": [[start, end]]}
     requirements: dict[str, str]
     environment: dict[str, Any]  # what the target environment has (manifest only: it differs per machine)
     model_analysis: dict[str, Any]
@@ -109,6 +111,12 @@ def _reader(spec: Spec, r: ReaderSpec, out_abs: str) -> ReaderPlan:
                       args=dict(r.args))
 
 
+def study_name(spec: Spec, space: dict[str, Any]) -> str:
+    """Engine qas names the study by the resolved space, so a changed space starts a new study."""
+    base = spec.output.study_name or spec.name
+    return f"{base}-{canonical_hash(space)[:12]}" if spec.search.engine == "qas" else base
+
+
 def lower(spec: Spec, env: Environment) -> Plan:
     out_abs = str(spec_path(spec, spec.output.dir))
     budget = count_budget(spec)
@@ -126,7 +134,7 @@ def lower(spec: Spec, env: Environment) -> Plan:
         spec_rel=os.path.relpath(spec.file, out_abs).replace(os.sep, "/"),
         spec_hash=sha256_text(spec.text),
         name=spec.name,
-        engine=ENGINE,
+        engine=spec.search.engine,
         model=_rel(spec, spec.model, out_abs),
         external_data=os.path.relpath(ext, out_abs).replace(os.sep, "/") if ext else None,
         calibration=_reader(spec, spec.calibration, out_abs),
@@ -149,10 +157,14 @@ def lower(spec: Spec, env: Environment) -> Plan:
         output_dir=os.path.relpath(out_abs, spec.workspace).replace(os.sep, "/"),
         temp_dir=temp_dir,
         plots=spec.output.plots,
-        study_name=spec.output.study_name or spec.name,
+        study_name=study_name(spec, space),
         study_db=f"{spec.name}_study.db",
         resume=spec.output.resume,
         script=f"{spec.name}_autosearch.py",
+        max_failures=spec.search.max_failures if spec.search.max_failures is not None else DEFAULT_MAX_FAILURES,
+        keep_models=spec.output.keep_models,
+        keep_float={"nodes": list(spec.keep_float.nodes), "op_types": list(spec.keep_float.op_types),
+                    "subgraphs": [list(p) for p in spec.keep_float.subgraphs]},
         requirements=requirements(spec),
         environment=describe(env, list(requirements(spec))),
         model_analysis={**analysis(spec), "samples": sample_counts(spec)},

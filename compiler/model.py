@@ -13,6 +13,7 @@ from typing import Any
 from .diagnostics import YamlPath
 
 DEFAULT_OUTPUT_DIR = "autosearch_output"
+DEFAULT_MAX_FAILURES = 5
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class SearchSpec:
     seed: int = 0
     allow_over_200_trials: bool = False
     two_stage: bool | None = None  # None: the preset's own setting (false for a custom space)
+    engine: str = "qas"  # "qas" (qas's own Optuna loop) | "autosearchpro" (Quark's run())
+    max_failures: int | None = None  # None: DEFAULT_MAX_FAILURES (engine qas only)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,19 @@ class OutputSpec:
     study_name: str | None = None
     resume: bool = True
     allow_outside_workspace: bool = False
+    keep_models: str = "all"  # "all" | "best" | "top-K"
+
+
+@dataclass(frozen=True)
+class KeepFloatSpec:
+    path: YamlPath
+    nodes: tuple[str, ...] = ()
+    op_types: tuple[str, ...] = ()
+    subgraphs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.nodes or self.op_types or self.subgraphs)
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,7 @@ class Spec:
     search: SearchSpec
     device: str
     output: OutputSpec
+    keep_float: KeepFloatSpec
 
     @property
     def workspace(self) -> Path:
@@ -95,13 +112,18 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         path=("search",), n_trials=s["n_trials"], preset=s.get("preset"), space=s.get("space"),
         override=s.get("override"), sampler=s.get("sampler", "TPE"), seed=s.get("seed", 0),
         allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
+        engine=s.get("engine", "qas"), max_failures=s.get("max_failures"),
     )
     o = data.get("output", {})
     output = OutputSpec(
         path=("output",), dir=o.get("dir", DEFAULT_OUTPUT_DIR), temp_dir=o.get("temp_dir"),
         plots=o.get("plots", False), study_name=o.get("study_name"), resume=o.get("resume", True),
-        allow_outside_workspace=o.get("allow_outside_workspace", False),
+        allow_outside_workspace=o.get("allow_outside_workspace", False), keep_models=o.get("keep_models", "all"),
     )
+    k = data.get("keep_float", {})
+    keep_float = KeepFloatSpec(path=("keep_float",), nodes=tuple(k.get("nodes", ())),
+                               op_types=tuple(k.get("op_types", ())),
+                               subgraphs=tuple(tuple(pair) for pair in k.get("subgraphs", ())))
     return Spec(file=file, text=text, name=data["name"], model=data["model"],
                 calibration=_reader(data["calibration"], ("calibration",)), evaluation=evaluation,
-                search=search, device=data["device"], output=output)
+                search=search, device=data["device"], output=output, keep_float=keep_float)

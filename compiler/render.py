@@ -64,11 +64,16 @@ def render(plan: Plan) -> dict[str, str]:
     """Plan in; the script, run_manifest.yaml, quant_plan.json and model_analysis.json texts out, keyed by file name."""
     env = environment()
     header = header_line(plan.spec_file)
-    body = env.get_template("autosearch.py.j2").render(plan=plan)
+    template = "autosearch.py.j2" if plan.engine == "autosearchpro" else "autosearch_qas.py.j2"
+    body = env.get_template(template).render(plan=plan)
     script = f"{header}\n{HASH_PREFIX}{sha256_text(body)}\n{body}"
     distinct = plan.to_json()["budget"]["distinct_configs"]
-    winner = "quantized_model<index>.onnx" if plan.sampler == "Grid" or (
-        plan.two_stage and "algorithms" not in plan.space) else "quantized_model_<trial>.onnx"
+    if plan.engine == "qas":
+        winner = "best_model.onnx"
+    elif plan.sampler == "Grid" or (plan.two_stage and "algorithms" not in plan.space):
+        winner = "quantized_model<index>.onnx"
+    else:
+        winner = "quantized_model_<trial>.onnx"
     manifest = header + "\n" + env.get_template("run_manifest.yaml.j2").render(
         plan=plan, distinct_configs=distinct, winner_pattern=winner)
     plan_json = json.dumps({"generated_by": "qas", **plan.to_json()}, indent=2, ensure_ascii=True)

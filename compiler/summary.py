@@ -26,7 +26,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "metric": plan.metric or f"{plan.evaluator_file}:{plan.evaluator_function}",
         "direction": plan.direction,
         "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": plan.study_db},
-        "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.models_produced * b.model_bytes,
+        "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.disk_estimate_bytes - b.dump_bytes,
                  "output_dump_bytes": b.dump_bytes, "lower_bound": b.dump_is_lower_bound},
         "time": {"per_trial_s": {k: round(v, 3) for k, v in t.per_trial_s.items()},
                  "finetune_iterations": t.iterations,

@@ -34,6 +34,7 @@ def test_a_search_that_cannot_fit_on_the_disk_is_refused(tmp_path: Path) -> None
 
 def test_a_large_search_that_fits_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = big_model_spec(tmp_path, 20 * 10**9)  # 11 models of 20 GB
+    spec.write_text(spec.read_text().replace("n_trials: 8", "n_trials: 8, engine: autosearchpro"))
     Usage = namedtuple("Usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**13, 0, 10**13))
     result = compile_spec(spec)
@@ -42,6 +43,16 @@ def test_a_large_search_that_fits_is_a_warning(tmp_path: Path, monkeypatch: pyte
     assert budget.dump_bytes == 2 * 8 * 10 * 4  # float + one quantized dump of 8 samples x 10 float32 logits
     assert budget.disk_estimate_bytes == 11 * budget.model_bytes + budget.dump_bytes
     assert result.files  # a warning does not stop the compile
+
+
+@pytest.mark.parametrize("keep, on_disk", [("all", 12), ("best", 3), ("top-4", 6)])
+def test_engine_qas_counts_the_models_keep_models_leaves(tmp_path: Path, keep: str, on_disk: int) -> None:
+    spec = big_model_spec(tmp_path, 500)
+    spec.write_text(spec.read_text() + f"output: {{keep_models: {keep}}}\n")
+    budget = compile_spec(spec).plan.budget
+    # 11 models produced; kept + the one being scored, + the best_model.onnx copy; no output dumps
+    assert budget.models_produced == 11 and budget.dump_bytes == 0
+    assert budget.disk_estimate_bytes == on_disk * budget.model_bytes
 
 
 def test_external_data_counts_towards_the_model_size(tmp_path: Path) -> None:

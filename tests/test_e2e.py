@@ -39,7 +39,12 @@ def op_types(model: Path) -> set[str]:
     return {n.op_type for n in onnx.load(str(model)).graph.node}
 
 
-def test_example_search_runs_and_resumes_to_the_total(example_copy: Path) -> None:
+def use_autosearchpro(spec: Path) -> None:
+    spec.write_text(spec.read_text().replace("  n_trials:", "  engine: autosearchpro\n  n_trials:"))
+
+
+def test_autosearchpro_example_search_runs_and_resumes_to_the_total(example_copy: Path) -> None:
+    use_autosearchpro(example_copy / "spec.yaml")
     out, ran = compile_and_run(example_copy / "spec.yaml")
     best = json.loads((out / "best_config.json").read_text())
     trials = complete_trials(out / "tinycnn_study.db")
@@ -88,8 +93,9 @@ device: cpu
 """
 
 
-def test_grid_search_with_a_lower_is_better_evaluator_keeps_the_smallest(example_copy: Path) -> None:
+def test_autosearchpro_grid_search_with_a_lower_is_better_evaluator_keeps_the_smallest(example_copy: Path) -> None:
     (example_copy / "spec.yaml").write_text(GRID_SPEC)
+    use_autosearchpro(example_copy / "spec.yaml")
     (example_copy / "evals.py").write_text("import os\n\n\ndef model_bytes(path):\n    return os.path.getsize(path)\n")
     out, _ = compile_and_run(example_copy / "spec.yaml")
     best = json.loads((out / "best_config.json").read_text())

@@ -54,7 +54,8 @@ def test_script_parses_and_its_header_hash_matches(case: str) -> None:
 
 
 def test_every_quark_config_key_is_explicit() -> None:
-    result = compile_spec(EXAMPLE_DIR / "spec.yaml")
+    case = REPO / "golden" / "preset_xint8_clamp"  # engine autosearchpro
+    result = compile_spec(case / "spec.yaml", target_env(case))
     tree = ast.parse(result.files[result.plan.script])
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "quark_config")
     returned = next(n for n in ast.walk(fn) if isinstance(n, ast.Return)).value

@@ -8,7 +8,7 @@ from functools import partial
 from ..diagnostics import Diagnostic
 from ..environment import Environment
 from ..model import Spec
-from . import budget, data, device, environment, intake, metric, resolve, space
+from . import budget, data, device, environment, exclusion, intake, metric, resolve, space
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
@@ -22,6 +22,7 @@ def passes(env: Environment) -> tuple[tuple[str, Pass], ...]:
         ("environment", partial(environment.check, env=env)),
         ("intake", intake.check),
         ("data", data.check),
+        ("exclusion", exclusion.check),
         ("budget", budget.check),
         ("metric", metric.check),
     )

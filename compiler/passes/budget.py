@@ -64,7 +64,7 @@ def output_dump_bytes(spec: Spec) -> tuple[int, bool]:
     Quark saves every evaluation sample's outputs of the float model as .npy in temp_dir, and the
     same for each quantized model while it is scored (removed after). A custom evaluator dumps nothing.
     """
-    if spec.evaluation.metric is None:
+    if spec.evaluation.metric is None or spec.search.engine == "qas":  # engine qas keeps outputs in memory
         return 0, False
     per_sample, lower_bound = 0, False
     for out in analysis(spec)["outputs"]:
@@ -109,7 +109,17 @@ def count_budget(spec: Spec) -> Budget:
     return Budget(requested_trials=n, effective_trials=effective, quark_would_run=quark_would_run,
                   grid_configs=grid, distinct_configs=distinct, models_produced=produced,
                   model_bytes=size, dump_bytes=dumps, dump_is_lower_bound=lower_bound,
-                  disk_estimate_bytes=produced * size + dumps)
+                  disk_estimate_bytes=models_on_disk(spec, produced) * size + dumps)
+
+
+def models_on_disk(spec: Spec, produced: int) -> int:
+    """The most model files on disk at once: with keep_models pruning, the kept ones + the one being
+    scored; engine qas adds the best_model.onnx copy."""
+    if spec.search.engine != "qas":
+        return produced
+    keep = spec.output.keep_models
+    kept = produced if keep == "all" else 1 if keep == "best" else int(keep.split("-", 1)[1])
+    return min(produced, kept + 1) + 1
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
@@ -135,7 +145,7 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         yield diag("QAS403", f"the sampler can draw only {int(b.distinct_configs)} distinct configurations, "
                              f"but n_trials is {n}: the rest would repeat", trials_at,
                    hint=f"set n_trials: {int(b.distinct_configs)}, or add a continuous range to a group")
-    if spec.search.sampler != "Grid" and b.quark_would_run < n <= b.distinct_configs:
+    if spec.search.engine == "autosearchpro" and spec.search.sampler != "Grid" and b.quark_would_run < n <= b.distinct_configs:
         yield diag("QAS402", f"Quark would clamp n_trials {n} to {b.quark_would_run} (its space size ignores "
                              f"continuous ranges); the script restores {n}", trials_at)
     yield from _check_disk(spec, b)

@@ -52,7 +52,7 @@ def _gate_device(spec: Spec, env: Environment, accelerator: str, where: str) -> 
     at = ("device",)
     if accelerator == "cpu":
         gpu = [p for p in env.providers if p in GPU_PROVIDERS]
-        if gpu and spec.evaluation.metric is not None:
+        if gpu and spec.evaluation.metric is not None and spec.search.engine == "autosearchpro":
             yield diag("QAS605", f"device is cpu, but onnxruntime in {where} has {', '.join(gpu)}: Quark's "
                                  "built-in metric runs its sessions on the GPU provider", at,
                        hint="use a CPU-only onnxruntime for a CPU search, or set device to the GPU")

@@ -1,7 +1,7 @@
 """Metric/direction pass: Spec in; QAS501 out. `direction` derives the objective's direction.
 
 Built-in distances (L2, L1) minimize; cos, psnr and ssim maximize, and Quark's grid stage always
-takes the minimum (QUARK-FACTS F5), so they cannot use Grid or two-stage search. A user evaluator
+takes the minimum (QUARK-FACTS F5), so with engine autosearchpro they cannot use Grid or two-stage search. A user evaluator
 is always minimized as `baseline - score` by Quark (F6): the script orients the score so that this
 is right for `higher_is_better` either way.
 """
@@ -24,7 +24,7 @@ def direction(spec: Spec) -> str:
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
     metric = spec.evaluation.metric
-    if metric not in MAXIMIZED_METRICS:
+    if metric not in MAXIMIZED_METRICS or spec.search.engine == "qas":  # engine qas ranks by direction everywhere
         return
     if spec.search.sampler == "Grid":
         yield diag("QAS501", f"metric {metric} is maximized, but Quark's Grid search always keeps the minimum "
