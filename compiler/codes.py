@@ -97,6 +97,11 @@ CODES: dict[str, Code] = _registry(
     Code("QAS708", E, "sample file cannot be read"),
     Code("QAS709", E, "user file does not define the named reader or evaluator"),
     Code("QAS710", E, "keep_float names something the model does not have"),
+    Code("QAS711", E, "no images in the image folder"),
+    Code("QAS712", E, "image file cannot be used"),
+    Code("QAS713", E, "image preprocessing is inconsistent"),
+    Code("QAS714", E, "preprocessed images do not fit the model input"),
+    Code("QAS715", E, "image folder cannot feed the model's inputs"),
     # writing outputs
     Code("QAS801", E, "generated script was edited by hand"),
     Code("QAS802", E, "output file was not written by qas"),

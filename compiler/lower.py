@@ -11,6 +11,7 @@ from typing import Any
 
 from .cost import TimeEstimate, estimate
 from .environment import Environment, describe
+from .images import resolved
 from .model import DEFAULT_MAX_FAILURES, ReaderSpec, Spec
 from .passes.budget import Budget, count_budget, external_data_path
 from .passes.data import sample_counts
@@ -27,12 +28,14 @@ QAS_FORMAT = 1
 
 @dataclass(frozen=True)
 class ReaderPlan:
-    kind: str  # "folder" | "class"
-    folder: str | None  # relative to the output dir
+    kind: str  # "folder" | "images" | "class"
+    folder: str | None  # the sample or image folder, relative to the output dir
     limit: int | None
     file: str | None  # relative to the output dir
     name: str | None
     args: dict[str, Any]
+    preprocess: dict[str, Any] | None = None  # images: every step explicit (images.resolved)
+    input: str | None = None  # images: the model input the images feed
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,18 @@ class Plan:
     environment: dict[str, Any]  # what the target environment has (manifest only: it differs per machine)
     model_analysis: dict[str, Any]
 
+    @property
+    def uses_images(self) -> bool:
+        """The script needs the image reader (and Pillow)."""
+        return any(r is not None and r.kind == "images" for r in (self.calibration, self.eval_data))
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         del data["model_analysis"]  # written to model_analysis.json
         del data["environment"]  # recorded in run_manifest.yaml
+        for key in ("calibration", "eval_data"):
+            if data[key] is not None and data[key]["kind"] != "images":
+                del data[key]["preprocess"], data[key]["input"]  # only image readers have them
         if math.isinf(data["budget"]["distinct_configs"]):
             data["budget"]["distinct_configs"] = None  # unbounded: continuous ranges
         else:
@@ -106,6 +117,10 @@ def _reader(spec: Spec, r: ReaderSpec, out_abs: str) -> ReaderPlan:
     if r.folder is not None:
         return ReaderPlan(kind="folder", folder=_rel(spec, r.folder, out_abs), limit=r.limit,
                           file=None, name=None, args={})
+    if r.images is not None:
+        only_input = analysis(spec)["inputs"][0]["name"]  # the data pass checked there is exactly one
+        return ReaderPlan(kind="images", folder=_rel(spec, r.images, out_abs), limit=r.limit, file=None, name=None,
+                          args={}, preprocess=resolved(r.preprocess), input=only_input)
     file, name = r.reader.rsplit(":", 1)
     return ReaderPlan(kind="class", folder=None, limit=None, file=_rel(spec, file, out_abs), name=name,
                       args=dict(r.args))

@@ -17,12 +17,29 @@ DEFAULT_MAX_FAILURES = 5
 
 
 @dataclass(frozen=True)
+class PreprocessSpec:
+    """How an image becomes a tensor; scale, mean and std stay None when the spec does not write them."""
+
+    path: YamlPath
+    resize: tuple[int, int]  # (height, width)
+    layout: str = "NCHW"  # "NCHW" | "NHWC"
+    color: str = "RGB"  # "RGB" | "BGR" | "L"
+    dtype: str = "float32"  # "float32" | "float16" | "uint8" | "int8"
+    scale: float | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
 class ReaderSpec:
     path: YamlPath
     folder: str | None = None
     limit: int | None = None
     reader: str | None = None  # "file.py:Class"
     args: dict[str, Any] = field(default_factory=dict)
+    images: str | None = None  # a folder of image files
+    preprocess: PreprocessSpec | None = None  # with images (the schema requires it)
+    input: str | None = None  # with images: the model input it feeds, when the spec names it
 
 
 @dataclass(frozen=True)
@@ -92,9 +109,17 @@ class Spec:
         return self.file.parent
 
 
+def _preprocess(data: dict[str, Any], path: YamlPath) -> PreprocessSpec:
+    optional = {k: tuple(data[k]) if isinstance(data[k], list) else data[k] for k in ("scale", "mean", "std") if k in data}
+    return PreprocessSpec(path=path, resize=(data["resize"][0], data["resize"][1]), layout=data.get("layout", "NCHW"),
+                          color=data.get("color", "RGB"), dtype=data.get("dtype", "float32"), **optional)
+
+
 def _reader(data: dict[str, Any], path: YamlPath) -> ReaderSpec:
+    preprocess = _preprocess(data["preprocess"], path + ("preprocess",)) if "preprocess" in data else None
     return ReaderSpec(path=path, folder=data.get("folder"), limit=data.get("limit"),
-                      reader=data.get("reader"), args=data.get("args", {}))
+                      reader=data.get("reader"), args=data.get("args", {}), images=data.get("images"),
+                      preprocess=preprocess, input=data.get("input"))
 
 
 def build(data: dict[str, Any], file: Path, text: str) -> Spec:

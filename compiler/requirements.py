@@ -6,7 +6,7 @@ everywhere; the environment pass checks them against what the target interpreter
 
 from __future__ import annotations
 
-from .model import Spec
+from .model import ReaderSpec, Spec
 
 PYTHON_RANGE = ">=3.10"
 
@@ -19,6 +19,7 @@ REQUIREMENTS = {
     "torch": ">=2.1",
 }
 PLOT_REQUIREMENTS = {"plotly": ">=5"}
+IMAGE_REQUIREMENTS = {"pillow": ">=10"}  # the image reader decodes and resizes with Pillow
 
 # torch wheels per accelerator: the default PyPI wheel is a CUDA build on Linux.
 TORCH_INDEX = {
@@ -31,9 +32,15 @@ ORT_DISTRIBUTION = {"cpu": "onnxruntime", "cuda": "onnxruntime-gpu", "rocm": "on
 ORT_PROVIDERS = {"cuda": ("CUDAExecutionProvider",), "rocm": ("ROCMExecutionProvider", "MIGraphXExecutionProvider")}
 
 
+def image_readers(spec: Spec) -> list[ReaderSpec]:
+    """The spec's readers that read an image folder (calibration first)."""
+    return [r for r in (spec.calibration, spec.evaluation.data) if r is not None and r.images is not None]
+
+
 def requirements(spec: Spec) -> dict[str, str]:
-    """Distribution name -> version range, for this spec (plotly only when plots are on)."""
-    return dict(REQUIREMENTS) | (PLOT_REQUIREMENTS if spec.output.plots else {})
+    """Distribution name -> version range, for this spec (plotly only when plots are on, pillow only with images)."""
+    return (dict(REQUIREMENTS) | (PLOT_REQUIREMENTS if spec.output.plots else {})
+            | (IMAGE_REQUIREMENTS if image_readers(spec) else {}))
 
 
 def accelerator_of(device: str) -> str:

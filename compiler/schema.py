@@ -70,7 +70,7 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
             return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
                          hint="this qas reads format 1: write `qas: 1`")]
         return [diag("QAS204", f"{where} must be {error.validator_value!r}", path)]
-    if kind in {"pattern", "minimum", "maximum", "minLength", "maxLength", "exclusiveMinimum"}:
+    if kind in {"pattern", "minimum", "maximum", "minLength", "maxLength", "exclusiveMinimum", "minItems", "maxItems"}:
         return [diag("QAS205", f"{instance!r} is not a valid value for {where}", path,
                      hint=_field_hint(schema))]
     if kind == "oneOf":
@@ -81,6 +81,9 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
     if kind == "dependentRequired":
         return [diag("QAS206", f"{where}: {_dependent_words(error)}", path,
                      hint=None)]
+    if kind == "anyOf" and _dependent_key(error) is not None:
+        needs = " or ".join(repr(alt["required"][0]) for alt in error.validator_value)
+        return [diag("QAS206", f"{where}: {_dependent_key(error)!r} needs {needs}", path, hint=None)]
     return [diag("QAS205", f"{where}: {error.message}", path)]
 
 
@@ -89,13 +92,22 @@ def _alternatives(error: ValidationError, path: YamlPath, where: str) -> Diagnos
     given = [k for k in options if isinstance(error.instance, dict) and k in error.instance]
     names = " or ".join(repr(o) for o in options)
     if len(given) > 1:
-        return diag("QAS206", f"{where} takes exactly one of {names}, found both", path,
+        found = "both" if len(options) == 2 else " and ".join(repr(k) for k in given)
+        return diag("QAS206", f"{where} takes exactly one of {names}, found {found}", path,
                     hint=f"keep one of {names}")
     if not given:
         return diag("QAS206", f"{where} needs one of {names}", path,
                     hint=f"add {names}")
     # exactly one alternative given but it failed: its own errors say why
     return diag("QAS205", f"{where}: {error.message}", path)
+
+
+def _dependent_key(error: ValidationError) -> str | None:
+    """The key of a dependentSchemas entry whose anyOf failed (e.g. 'limit' needs 'folder' or 'images'), else None."""
+    where = list(error.relative_schema_path)
+    if len(where) >= 3 and where[-3] == "dependentSchemas" and where[-1] == "anyOf":
+        return str(where[-2])
+    return None
 
 
 def _dependent_words(error: ValidationError) -> str:

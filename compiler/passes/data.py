@@ -1,6 +1,8 @@
-"""Data pass: Spec in; QAS706-709 out. Samples are checked against the model inputs, user files by ast.
+"""Data pass: Spec in; QAS706-709 and QAS711-715 out. Samples are checked against the model inputs, user files by ast.
 
-Sample files are read only as far as their .npy headers; user code is parsed, never imported.
+Sample files are read only as far as their .npy headers, images only as far as Pillow's verify
+(no pixels decoded); an image reader's tensor is derived from its declared preprocessing. User
+code is parsed, never imported.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ..diagnostics import Diagnostic, YamlPath, diag
-from ..model import ReaderSpec, Spec
+from ..images import IMAGE_SUFFIXES, INTEGER_DTYPES, channels, image_files, image_problem, tensor_header
+from ..model import PreprocessSpec, ReaderSpec, Spec
 from ..samples import read_headers, sample_files
-from ..suggest import did_you_mean
+from ..suggest import closest, did_you_mean
 from .intake import analysis
 from .resolve import spec_path
 
@@ -22,8 +25,14 @@ def sample_counts(spec: Spec) -> dict[str, int | None]:
     """Samples per reader (None for a user reader class: unknown until it runs)."""
     counts: dict[str, int | None] = {}
     for key, reader in (("calibration", spec.calibration), ("evaluation", spec.evaluation.data)):
-        if reader is not None:
-            counts[key] = len(sample_files(spec_path(spec, reader.folder), reader.limit)) if reader.folder else None
+        if reader is None:
+            continue
+        if reader.folder is not None:
+            counts[key] = len(sample_files(spec_path(spec, reader.folder), reader.limit))
+        elif reader.images is not None:
+            counts[key] = len(image_files(spec_path(spec, reader.images), reader.limit))
+        else:
+            counts[key] = None
     return counts
 
 
@@ -34,6 +43,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
             continue
         if reader.folder is not None:
             yield from _check_folder(spec, reader, inputs)
+        elif reader.images is not None:
+            yield from _check_images(spec, reader, inputs)
         else:
             file, name = reader.reader.rsplit(":", 1)
             yield from _check_defines(spec, file, name, reader.path + ("reader",), ast.ClassDef, "class")
@@ -70,6 +81,67 @@ def _check_folder(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) 
             problem = _mismatch(headers[key], model_input)
             if problem:
                 yield diag("QAS707", f"sample {label!r} does not fit input {model_input['name']!r}: {problem}", at)
+
+
+def _check_images(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) -> Iterator[Diagnostic]:
+    at = reader.path + ("images",)
+    files = image_files(spec_path(spec, reader.images), reader.limit)
+    if not files:
+        yield diag("QAS711", f"no images ({', '.join(IMAGE_SUFFIXES)}) in {reader.images!r}", at,
+                   hint="the image reader takes those suffixes, in any case, read in name order")
+    for path in files:
+        problem = image_problem(path)
+        if problem:
+            yield diag("QAS712", f"image {reader.images + '/' + path.name!r} cannot be used: {problem}", at)
+    preprocess = reader.preprocess
+    yield from _check_preprocess(preprocess)
+    unfed = _unfed_input(reader, inputs)
+    if unfed is not None:
+        yield unfed
+        return
+    dtype, shape = tensor_header(preprocess)
+    problem = _mismatch((dtype, shape), inputs[0])
+    if problem:
+        yield diag("QAS714", f"images preprocessed to {dtype} {list(shape)} do not fit input {inputs[0]['name']!r}: "
+                             f"{problem}", preprocess.path,
+                   hint="set preprocess resize ([height, width]), layout, color (RGB/BGR: 3 channels, L: 1) and dtype "
+                        "to what the model takes", at_key=True)
+
+
+def _check_preprocess(preprocess: PreprocessSpec) -> Iterator[Diagnostic]:
+    if preprocess.dtype in INTEGER_DTYPES:
+        raw = "the raw pixels" if preprocess.dtype == "uint8" else "the pixels minus 128"
+        for key in ("scale", "mean", "std"):
+            if getattr(preprocess, key) is not None:
+                yield diag("QAS713", f"preprocess.{key} does not apply to dtype {preprocess.dtype}, which takes {raw}",
+                           preprocess.path + (key,), hint=f"drop {key}, or use dtype float32 or float16", at_key=True)
+        return
+    count = channels(preprocess)
+    for key in ("mean", "std"):
+        values = getattr(preprocess, key)
+        if values is not None and len(values) != count:
+            yield diag("QAS713", f"preprocess.{key} has {_count(len(values), 'value')}, but color {preprocess.color} "
+                                 f"has {_count(count, 'channel')}", preprocess.path + (key,),
+                       hint=f"write {_count(count, 'value')}, one per channel in {preprocess.color} order")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _unfed_input(reader: ReaderSpec, inputs: list[dict[str, Any]]) -> Diagnostic | None:
+    """A QAS715 unless the model has exactly one input and `input`, when written, names it."""
+    names = [i["name"] for i in inputs]
+    if len(inputs) != 1:
+        return diag("QAS715", f"an image folder feeds one input, but the model has {len(inputs)} "
+                             f"({', '.join(names) or 'none'})", reader.path + ("images",),
+                    hint="write a reader class (reader: file.py:Class) whose get_next() returns every input")
+    if reader.input is not None and reader.input != names[0]:
+        return diag("QAS715", f"input {reader.input!r} is not a model input; the model's only input is {names[0]!r}",
+                    reader.path + ("input",),
+                    hint=f"did you mean {names[0]!r}?" if closest(reader.input, names) else
+                    "write that name, or leave input out")
+    return None
 
 
 def _mismatch(header: tuple[str, tuple[int, ...]], model_input: dict[str, Any]) -> str | None:

@@ -15,8 +15,8 @@ from packaging.version import InvalidVersion, Version
 from ..diagnostics import Diagnostic, diag
 from ..environment import Environment
 from ..model import Spec
-from ..requirements import (ORT_DISTRIBUTION, ORT_PROVIDERS, PYTHON_RANGE, TORCH_INDEX, accelerator_of,
-                            install_command, requirements)
+from ..requirements import (IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, ORT_PROVIDERS, PYTHON_RANGE, TORCH_INDEX,
+                            accelerator_of, image_readers, install_command, requirements)
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider")
 
@@ -36,7 +36,12 @@ def check(spec: Spec, env: Environment) -> Iterator[Diagnostic]:
         yield diag("QAS602", f"the script needs Python {PYTHON_RANGE}; {where} is Python {env.python_version}",
                    ("search",), hint="point --python at a newer interpreter", at_key=True)
     for package, version_range in requirements(spec).items():
-        at = spec.output.path + ("plots",) if package == "plotly" else ("search",)
+        if package == "plotly":
+            at = spec.output.path + ("plots",)
+        elif package in IMAGE_REQUIREMENTS:
+            at = image_readers(spec)[0].path + ("images",)  # the reader that needs it
+        else:
+            at = ("search",)
         found = env.packages.get(package)
         command = install_command(python, package, version_range, accelerator)
         if found is None:

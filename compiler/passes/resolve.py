@@ -68,6 +68,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
 def _check_reader(spec: Spec, reader: ReaderSpec) -> Iterator[Diagnostic]:
     if reader.folder is not None:
         yield from _check_file(spec, reader.folder, reader.path + ("folder",), "sample folder", want_dir=True)
+    if reader.images is not None:
+        yield from _check_file(spec, reader.images, reader.path + ("images",), "image folder", want_dir=True)
     if reader.reader is not None:
         file, _ = reader.reader.rsplit(":", 1)
         yield from _check_file(spec, file, reader.path + ("reader",), "reader file", want_dir=False)
