@@ -14,12 +14,13 @@ import tempfile
 import warnings
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .resources import templates_dir
 
 MANIFEST = "run_manifest.yaml"
 PLOTS_DIR = "report"
+GRID_SUFFIX = "-grid"  # engine qas keeps grid-stage trials in study <name>-grid (autosearch_qas.py.j2)
 TOP_N = 5
 PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "history_png": f"{PLOTS_DIR}/optimization_history.png",
@@ -40,7 +41,8 @@ _MANIFEST_SCHEMA = {  # only the keys the report reads; anything else in the man
         "outputs": {"type": "object", "required": ["study"], "properties": {
             "best_config": {"type": "string", "minLength": 1},
             "study": {"type": "object", "required": ["db", "name"],
-                      "properties": {"db": {"type": "string", "minLength": 1}, "name": {"type": "string"}}}}},
+                      "properties": {"db": {"type": "string", "minLength": 1}, "name": {"type": "string"},
+                                     "grid_name": {"type": "string"}}}}},
     },
 }
 
@@ -52,36 +54,43 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     manifest = _load_manifest(out_dir / MANIFEST)
     if isinstance(manifest, str):
         return manifest
-    study_facts = manifest["outputs"]["study"]
-    study = _load_study(out_dir / study_facts["db"], study_facts["name"])
-    if isinstance(study, str):
-        return study
-    study, trials = study
+    facts = manifest["outputs"]["study"]
+    grid_name = facts.get("grid_name", facts["name"] + GRID_SUFFIX)
+    loaded = _load_studies(out_dir / facts["db"], facts["name"], grid_name)
+    if isinstance(loaded, str):
+        return loaded
+    (main, main_trials), (grid, grid_trials) = loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
     notes: list[str] = []
 
-    direction = study.direction.name.lower()
+    direction = main.direction.name.lower()
     if direction != manifest["search"]["direction"]:
         notes.append(f"{MANIFEST} says {manifest['search']['direction']} but the study {direction}s; "
                      f"ranked as the study does")
-    by_number = {t.number: t for t in trials}
-    complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    ranked = sorted(complete, key=lambda t: (-t.value if direction == "maximize" else t.value, t.number))
-    grid = [t for t in complete if _stage(t) == "grid"]
-    unstaged = sum(1 for t in trials if "stage" not in t.user_attrs)
+    # grid study first, then the main one, and a stable sort: ties rank as the search script ranks them
+    rows = [_Row(t, "grid", grid_name) for t in grid_trials] + [
+        _Row(t, "grid" if t.user_attrs.get("stage") == "grid" else "sampler", facts["name"]) for t in main_trials]
+    numbers = {(r.study, r.trial.number): r.trial for r in rows}
+    complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
+    ranked = sorted(complete, key=lambda r: r.trial.value, reverse=direction == "maximize")
+    failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get("interrupted")]
+    unstaged = sum(1 for r in rows if r.study == facts["name"] and "stage" not in r.trial.user_attrs)
     if unstaged:
         notes.append(f"{unstaged} trial(s) carry no stage attribute and are counted as sampler trials")
     counts = {
-        "complete_sampler": len(complete) - len(grid),
-        "complete_grid": len(grid),
-        "failed": sum(1 for t in trials if t.state == TrialState.FAIL),
-        "running": sum(1 for t in trials if t.state == TrialState.RUNNING),
-        "pruned": sum(1 for t in trials if t.state == TrialState.PRUNED),
-        "reused": sum(1 for t in complete if "reused_from" in t.user_attrs),
-        "total": len(trials),
+        "complete_sampler": sum(1 for r in complete if r.stage == "sampler"),
+        "complete_grid": sum(1 for r in complete if r.stage == "grid"),
+        "failed": len(failed),
+        "interrupted": sum(1 for r in rows if r.trial.state == TrialState.FAIL) - len(failed),
+        "running": sum(1 for r in rows if r.trial.state == TrialState.RUNNING),
+        "pruned": sum(1 for r in rows if r.trial.state == TrialState.PRUNED),
+        "reused": sum(1 for r in complete if "reused_from" in r.trial.user_attrs),
+        "total": len(rows),
     }
     if counts["running"]:
         notes.append(f"{counts['running']} trial(s) still RUNNING: the search is going on, or was killed")
-    budget = manifest["budget"]
+    budget, sampler = manifest["budget"], manifest["search"].get("sampler")
+    # with sampler Grid the configurations are the trials, and engine qas keeps them in the grid study
+    counted = counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid" else counts["complete_sampler"]
 
     best_config_name = manifest["outputs"].get("best_config", "best_config.json")
     saved = _load_json(out_dir / best_config_name)
@@ -90,17 +99,20 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         saved = None
     best, agrees = None, False
     if ranked:
-        agrees = saved is not None and _agrees(saved, ranked[0], by_number)
-        best = _best(ranked[0], by_number, saved if agrees else None, saved, out_dir)
+        top = ranked[0]
+        agrees = saved is not None and _agrees(saved, top, numbers, facts["name"], grid_name if grid else None)
+        best = _best(top, numbers, saved if agrees else None, saved, out_dir)
         if saved is None:
-            notes.append(f"no {best_config_name}: the search has not finished a summary yet")
+            notes.append(f"no {best_config_name}: the search has not written its summary yet")
         elif not agrees:
             notes.append(f"{best_config_name} names trial {saved.get('trial_number')} with value "
-                         f"{saved.get('value')}, but the study's best is trial {ranked[0].number} "
-                         f"with value {ranked[0].value}")
+                         f"{saved.get('value')}, but the best is {top.stage} trial {top.trial.number} "
+                         f"with value {top.trial.value}")
     else:
         notes.append("no complete trials yet")
-    importances, importance_notes = _importances(study, complete)
+    # importances over the sampler stage's study; over the grid study when only that has trials (sampler Grid)
+    source = main if any(r.study == facts["name"] for r in complete) or grid is None else grid
+    importances, importance_notes = _importances(source, [r.trial for r in complete if r.study == source.study_name])
     notes += importance_notes
 
     run, inputs = manifest.get("run"), manifest.get("inputs")
@@ -111,24 +123,33 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "engine": manifest["engine"],
         "direction": direction,
         "metric": _metric(evaluation),
-        "sampler": manifest["search"].get("sampler"),
+        "sampler": sampler,
         "device": manifest["search"].get("device"),
         "run_status": run.get("status") if isinstance(run, dict) else None,
-        "study": {"db": study_facts["db"], "name": study_facts["name"]},
+        "study": {"db": facts["db"], "name": facts["name"], "grid_name": grid_name if grid is not None else None},
         "budget": {"effective_trials": budget["effective_trials"], "grid_configs": budget["grid_configs"],
                    "models_produced": budget.get("models_produced")},
         "trials": counts,
-        "budget_reached": counts["complete_sampler"] >= budget["effective_trials"],
+        "budget_reached": counted >= budget["effective_trials"],
         "best": best,
         "best_config_agrees": agrees,
-        "top5": [{"number": t.number, "value": t.value, "stage": _stage(t), "params": t.params,
-                  "model": _model_of(t, by_number), "reused_from": t.user_attrs.get("reused_from")}
-                 for t in ranked[:TOP_N]],
-        "failures": [{"number": t.number, "error": t.user_attrs.get("error")}
-                     for t in trials if t.state == TrialState.FAIL],
+        "top5": [{"number": r.trial.number, "value": r.trial.value, "stage": r.stage, "params": r.trial.params,
+                  "model": _model_of(r, numbers), "reused_from": r.trial.user_attrs.get("reused_from")}
+                 for r in ranked[:TOP_N]],
+        "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get("error")}
+                     for r in failed],
         "importances": importances,
+        "importances_study": source.study_name if importances else None,
         "notes": notes,
     }
+
+
+class _Row(NamedTuple):
+    """One trial of the run, with the stage it belongs to and the study that holds it."""
+
+    trial: Any  # optuna FrozenTrial
+    stage: str  # "grid" | "sampler"
+    study: str
 
 
 def _load_manifest(path: Path) -> dict[str, Any] | str:
@@ -150,8 +171,9 @@ def _load_manifest(path: Path) -> dict[str, Any] | str:
     return data
 
 
-def _load_study(db: Path, name: str) -> tuple[Any, list[Any]] | str:
-    """The study DB and name in; (the study opened read-only, its trials) out, or an error line."""
+def _load_studies(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
+    """The study DB and names in; [(study, its trials)] opened read-only out (the grid study second, when
+    there is one), or an error line."""
     import optuna
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import DatabaseError
@@ -166,10 +188,13 @@ def _load_study(db: Path, name: str) -> tuple[Any, list[Any]] | str:
         if name not in names:
             held = ", ".join(repr(n) for n in names) or "no studies"
             return f"no study {name!r} in {db} (it holds {held})"
-        study = optuna.load_study(study_name=name, storage=storage)
-        if len(study.directions) != 1:
-            return f"study {name!r} in {db} has {len(study.directions)} objectives; a qas search has one"
-        return study, study.get_trials(deepcopy=False)
+        studies = [optuna.load_study(study_name=n, storage=storage) for n in (name, grid_name) if n in names]
+        for study in studies:
+            if len(study.directions) != 1:
+                return f"study {study.study_name!r} in {db} has {len(study.directions)} objectives; qas uses one"
+        if len(studies) == 2 and studies[0].direction != studies[1].direction:
+            return f"studies {name!r} and {grid_name!r} in {db} optimize in opposite directions"
+        return [(study, study.get_trials(deepcopy=False)) for study in studies]
     except DatabaseError as exc:  # not SQLite, or SQLite without Optuna's tables (read-only, so not created)
         return f"{db} is not a readable Optuna study database: {_first_line(getattr(exc, 'orig', None) or exc)}"
     except (StorageInternalError, RuntimeError) as exc:  # RuntimeError: schema from another Optuna version
@@ -187,35 +212,36 @@ def _load_json(path: Path) -> dict[str, Any] | str | None:
     return data if isinstance(data, dict) else f"{path.name} is not a JSON object; ignored"
 
 
-def _stage(trial: Any) -> str:
-    return "grid" if trial.user_attrs.get("stage") == "grid" else "sampler"
-
-
-def _model_of(trial: Any, by_number: dict[int, Any]) -> str | None:
+def _model_of(row: _Row, numbers: dict[tuple[str, int], Any]) -> str | None:
     """A trial in; the model file it scored out (a reused score points at the trial that made the model)."""
-    model = trial.user_attrs.get("model")
-    source = by_number.get(trial.user_attrs.get("reused_from"))
+    model = row.trial.user_attrs.get("model")
+    source = numbers.get((row.study, row.trial.user_attrs.get("reused_from")))
     if model is None and source is not None:
         model = source.user_attrs.get("model")
     return model if isinstance(model, str) else None
 
 
-def _agrees(saved: dict[str, Any], best: Any, by_number: dict[int, Any]) -> bool:
-    """best_config.json names the study's best value, and a trial that scored it (ties count) or none."""
+def _agrees(saved: dict[str, Any], best: _Row, numbers: dict[tuple[str, int], Any], name: str,
+            grid_name: str | None) -> bool:
+    """best_config.json names the best value, and a trial that scored it (ties count) or none."""
     value = saved.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isclose(value, best.value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isclose(value, best.trial.value):
         return False
     number = saved.get("trial_number")
-    named = by_number.get(number) if isinstance(number, int) and not isinstance(number, bool) else None
-    return number is None or (named is not None and named.value is not None
-                              and math.isclose(named.value, best.value))
+    if number is None:  # AutoSearchPro's grid winner has no trial number
+        return True
+    study = saved.get("study")
+    if not isinstance(study, str):
+        study = grid_name if saved.get("stage") == "grid" and grid_name is not None else name
+    named = numbers.get((study, number)) if isinstance(number, int) and not isinstance(number, bool) else None
+    return named is not None and named.value is not None and math.isclose(named.value, best.trial.value)
 
 
-def _best(trial: Any, by_number: dict[int, Any], agreed: dict[str, Any] | None,
+def _best(row: _Row, numbers: dict[tuple[str, int], Any], agreed: dict[str, Any] | None,
           saved: dict[str, Any] | None, out_dir: Path) -> dict[str, Any]:
-    """The study's best trial in; its facts out, filled from best_config.json only where that file agrees."""
-    config = trial.user_attrs.get("config")
-    model = _model_of(trial, by_number)
+    """The best trial in; its facts out, filled from best_config.json only where that file agrees."""
+    config = row.trial.user_attrs.get("config")
+    model = _model_of(row, numbers)
     if agreed is not None:
         config = agreed.get("config") if config is None else config
         model = agreed.get("model") if model is None else model
@@ -223,10 +249,11 @@ def _best(trial: Any, by_number: dict[int, Any], agreed: dict[str, Any] | None,
     model_bytes = _size(out_dir, model)
     best_model_bytes = _size(out_dir, best_model)
     return {
-        "trial_number": trial.number,
-        "value": trial.value,
-        "stage": _stage(trial),
-        "reused_from": trial.user_attrs.get("reused_from"),
+        "trial_number": row.trial.number,
+        "study": row.study,
+        "value": row.trial.value,
+        "stage": row.stage,
+        "reused_from": row.trial.user_attrs.get("reused_from"),
         "config": config,
         "model": model,
         "model_exists": model_bytes is not None,
@@ -305,12 +332,15 @@ def _view(r: dict[str, Any]) -> dict[str, Any]:
 
     t, b, best = r["trials"], r["budget"], r["best"]
     metric = r["metric"] or "value"
-    trials = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials complete"
-    if b["grid_configs"] or t["complete_grid"]:
-        trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
+    if r["sampler"] == "Grid":
+        trials = f"{t['complete_sampler'] + t['complete_grid']} of {b['effective_trials']} grid configs complete"
+    else:
+        trials = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials complete"
+        if b["grid_configs"] or t["complete_grid"]:
+            trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
     trials += " (budget reached)" if r["budget_reached"] else " (budget NOT reached)"
-    others = [f"{t[k]} {k}" for k in ("failed", "running", "pruned") if t[k]]
-    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials in the study"
+    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "running", "pruned") if t[k]]
+    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials recorded"
     if t["reused"]:
         trials += f"; {t['reused']} reused an earlier score"
     facts = [
@@ -344,8 +374,8 @@ def _view(r: dict[str, Any]) -> dict[str, Any]:
         "top_header": ["rank", "trial", "stage", metric, "model"] + (["differing params"] if shown else []),
         "top": top,
         "importances": [(k, f"{v:.3f}") for k, v in r["importances"].items()],
-        "failures": [(str(f["number"]), _first_line(f["error"]) if f["error"] else "(no error recorded)")
-                     for f in r["failures"]],
+        "failures": [(f"{f['stage']} trial {f['number']}", _first_line(f["error"]) if f["error"]
+                      else "(no error recorded)") for f in r["failures"]],
         "notes": list(r["notes"]),
     }
 
@@ -368,7 +398,7 @@ def report_text(report: dict[str, Any]) -> str:
     width = max(len(k) for k, _ in v["facts"])
     lines = [f"report for {v['title']}:"] + [f"  {k:<{width}}  {text}" for k, text in v["facts"]]
     if v["failures"]:
-        lines += ["failures:"] + [f"  trial {n}: {error}" for n, error in v["failures"]]
+        lines += ["failures:"] + [f"  {n}: {error}" for n, error in v["failures"]]
     if v["config_json"] is not None:
         lines += ["best config:"] + ["  " + line for line in v["config_json"].splitlines()]
     if v["top"]:
@@ -393,16 +423,19 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
     """
     files: dict[str, bytes] = {}
     notes: list[str] = []
+    facts = report["study"]
     complete = report["trials"]["complete_sampler"] + report["trials"]["complete_grid"]
-    loaded = _load_study(out_dir / report["study"]["db"], report["study"]["name"]) if complete else None
+    loaded = _load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "") if complete else None
     if loaded is None:
         notes.append("no plots: no trial has completed")
     elif isinstance(loaded, str):
         notes.append(f"no plots: {loaded}")
     else:
-        files.update(_plots(loaded[0], list(report["importances"]), report["metric"] or "Objective Value"))
-        if not report["importances"]:
-            notes.append("no importance plot: there are no importances (see the notes above)")
+        studies = [study for study, trials in loaded if any(t.state.name == "COMPLETE" for t in trials)]
+        ranked_by = next((s for s in studies if s.study_name == report["importances_study"]), None)
+        files.update(_plots(studies, ranked_by, list(report["importances"]), report["metric"] or "Objective Value"))
+        if ranked_by is None:
+            notes.append("no importance plot: there are no importances (see the notes)")
     view = _view(report)
     links = {key: name if name in files else None for key, name in PLOTS.items()}
     text = _environment().get_template("report.md.j2").render(
@@ -411,8 +444,10 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
     return _write_all(files, out_dir)
 
 
-def _plots(study: Any, importance_params: list[str], target_name: str) -> dict[str, bytes]:
-    """The study in; {relative path: bytes} of the history (HTML and PNG) and importance (HTML) plots out."""
+def _plots(studies: list[Any], importance_study: Any | None, importance_params: list[str],
+           target_name: str) -> dict[str, bytes]:
+    """The studies in; {relative path: bytes} of the history (HTML and PNG, one series a study) and importance
+    (HTML) plots out."""
     import io
 
     import matplotlib
@@ -421,17 +456,19 @@ def _plots(study: Any, importance_params: list[str], target_name: str) -> dict[s
     import matplotlib.pyplot as plt
     import optuna
 
+    plotted = studies[0] if len(studies) == 1 else studies
     found = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ExperimentalWarning for the matplotlib plot; importance notes already made
-        history = optuna.visualization.plot_optimization_history(study, target_name=target_name)
+        history = optuna.visualization.plot_optimization_history(plotted, target_name=target_name)
         found[PLOTS["history_html"]] = _html(history)
-        if importance_params:
-            shares = optuna.visualization.plot_param_importances(study, params=importance_params)
+        if importance_study is not None:
+            shares = optuna.visualization.plot_param_importances(importance_study, params=importance_params)
             found[PLOTS["importances_html"]] = _html(shares)
-        axes = optuna.visualization.matplotlib.plot_optimization_history(study, target_name=target_name)
+        axes = optuna.visualization.matplotlib.plot_optimization_history(plotted, target_name=target_name)
     buffer = io.BytesIO()
     try:
+        axes.figure.set_size_inches(10, 5)  # room for the legend optuna puts beside the axes
         axes.figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     finally:
         plt.close(axes.figure)
