@@ -1,0 +1,160 @@
+"""Engine qas end to end with the real amd-quark on CPU: interrupt and resume, failing trials, pruning, keep_float."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import optuna
+import pytest
+
+from .test_e2e import compile_and_run, run_script
+
+pytest.importorskip("quark.onnx")
+
+QDQ = {"QuantizeLinear", "DequantizeLinear", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"}
+
+SMALL_SPEC = """qas: 1
+name: small
+model: models/tinycnn.onnx
+calibration: {{folder: data/calib, limit: 4}}
+evaluation: {evaluation}
+search:
+  space:
+    activation: [Int8Spec]
+    activation_params:
+      calibration_method: [MinMax, Percentile, Entropy]
+      only_if: activation
+    weight: [Int8Spec, Int16Spec]
+    weight_params:
+      symmetric: [true, false]
+      only_if: weight
+  sampler: TPE
+  seed: 3
+  n_trials: {n_trials}
+  max_failures: 2
+device: cpu
+{extra}"""
+
+
+def studies(out: Path, name: str) -> tuple[optuna.Study, optuna.Study]:
+    storage = f"sqlite:///{out / (name + '_study.db')}"
+    manifest_name = next(s.study_name for s in optuna.get_all_study_summaries(storage) if not s.study_name.endswith("-grid"))
+    return (optuna.load_study(study_name=manifest_name, storage=storage),
+            optuna.load_study(study_name=manifest_name + "-grid", storage=storage))
+
+
+def states(study: optuna.Study) -> list[str]:
+    return [t.state.name for t in study.trials]
+
+
+def test_interrupted_run_resumes_to_exactly_the_budget_without_repeating_a_configuration(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 5"))
+    compiled = subprocess.run([sys.executable, "-m", "compiler", "compile", str(spec)], capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    out = example_copy / "autosearch_output"
+    script = out / "tinycnn_autosearch.py"
+    # Ctrl-C after the second sampler trial is scored: like a user stopping a long run.
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.startswith("qas: sampler trial 1:"):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted after" in err and "re-run to resume" in err
+    sampler, grid = studies(out, "tinycnn")
+    assert states(grid) == ["COMPLETE"] * 3
+    done_before = [t for t in sampler.trials if t.state.name == "COMPLETE"]
+    assert 2 <= len(done_before) < 5
+
+    resumed = run_script(script)
+    assert "grid trial" not in resumed.stdout  # the grid stage is never run again
+    sampler, grid = studies(out, "tinycnn")
+    assert states(grid) == ["COMPLETE"] * 3
+    complete = [t for t in sampler.trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 5  # exactly the total budget
+    assert [t.number for t in done_before] == [t.number for t in complete[:len(done_before)]]
+    quantized = [json.dumps(t.user_attrs["config"], sort_keys=True) for t in complete if "reused_from" not in t.user_attrs]
+    assert len(quantized) == len(set(quantized))  # no configuration quantized twice
+    models = {t.user_attrs["model"] for t in complete}
+    assert all((out / m).is_file() for m in models)
+    best = json.loads((out / "best_config.json").read_text())
+    winner = min(complete + list(grid.trials), key=lambda t: t.value)
+    assert (best["trial_number"], best["value"]) == (winner.number, winner.value)
+    assert (out / "best_model.onnx").read_bytes() == (out / best["model"]).read_bytes()
+    # F4: the stage-1 winner's settings (e.g. OptimizeModel, calibration) are kept in stage 2
+    assert best["stage"] == "grid" or "OptimizeModel" in best["config"]
+
+
+def test_a_trial_that_raises_is_failed_and_the_study_completes(example_copy: Path) -> None:
+    (example_copy / "evals.py").write_text(
+        "import os\n\n\ndef size_or_raise(path):\n"
+        "    if path.endswith('quantized_model_sampler_1.onnx'):\n"
+        "        raise RuntimeError('evaluator broke on this one')\n"
+        "    return os.path.getsize(path)\n")
+    spec = example_copy / "spec.yaml"
+    spec.write_text(SMALL_SPEC.format(evaluation="{evaluator: evals.py:size_or_raise, higher_is_better: false}",
+                                      n_trials=3, extra=""))
+    out, ran = compile_and_run(spec)
+    assert "sampler trial 1 failed (RuntimeError: evaluator broke on this one)" in ran.stderr
+    sampler, grid = studies(out, "small")
+    assert not grid.trials
+    assert states(sampler) == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+    assert sampler.trials[1].user_attrs["error"] == "RuntimeError: evaluator broke on this one"
+    assert not (out / "quantized_model_sampler_1.onnx").exists()
+    best = json.loads((out / "best_config.json").read_text())
+    assert best["trials_complete"] == 3 and best["trials_failed"] == 1
+
+
+def test_max_failures_stops_the_study(example_copy: Path) -> None:
+    (example_copy / "evals.py").write_text(
+        "import os\n\n\ndef flaky(path):\n"
+        "    if 'quantized_model' in path:\n        raise ValueError('always')\n    return 1.0\n")
+    spec = example_copy / "spec.yaml"
+    spec.write_text(SMALL_SPEC.format(evaluation="{evaluator: evals.py:flaky, higher_is_better: true}",
+                                      n_trials=3, extra=""))
+    subprocess.run([sys.executable, "-m", "compiler", "compile", str(spec)], check=True, capture_output=True)
+    ran = subprocess.run([sys.executable, str(example_copy / "autosearch_output" / "small_autosearch.py")],
+                         capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 2
+    assert "stopping: 2 trials failed (max_failures 2)" in ran.stderr and "no trial completed" in ran.stderr
+    sampler, _ = studies(example_copy / "autosearch_output", "small")
+    assert states(sampler) == ["FAIL", "FAIL"]
+
+
+def test_an_evaluator_that_fails_on_the_float_model_stops_before_any_trial(example_copy: Path) -> None:
+    (example_copy / "evals.py").write_text("def broken(path):\n    raise OSError('no labels file')\n")
+    spec = example_copy / "spec.yaml"
+    spec.write_text(SMALL_SPEC.format(evaluation="{evaluator: evals.py:broken, higher_is_better: true}",
+                                      n_trials=3, extra=""))
+    subprocess.run([sys.executable, "-m", "compiler", "compile", str(spec)], check=True, capture_output=True)
+    ran = subprocess.run([sys.executable, str(example_copy / "autosearch_output" / "small_autosearch.py")],
+                         capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 2
+    assert "qas: error: scoring the float model failed, so no trial could be scored: OSError: no labels file" in ran.stderr
+    assert not list((example_copy / "autosearch_output").glob("quantized_model*"))
+
+
+def test_keep_models_best_and_keep_float_are_applied(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    spec.write_text(SMALL_SPEC.format(evaluation="{metric: L2}", n_trials=4,
+                                      extra="keep_float:\n  nodes: [fc]\n  op_types: [GlobalAveragePool]\n"
+                                            "output:\n  keep_models: best\n"))
+    out, _ = compile_and_run(spec)
+    left = sorted(p.name for p in out.glob("quantized_model*.onnx"))
+    best = json.loads((out / "best_config.json").read_text())
+    assert left == [best["model"]]  # keep_models: best leaves one model, the winner
+    model = onnx.load(str(out / "best_model.onnx"))
+    produced_by = {o: n for n in model.graph.node for o in n.output}
+    nodes = {n.name: n for n in model.graph.node}
+    for kept_float in ("fc", "pool"):
+        inputs = [produced_by.get(i) for i in nodes[kept_float].input]
+        assert not any(p is not None and p.op_type in QDQ for p in inputs), kept_float
+    conv_inputs = [produced_by.get(i) for i in nodes["conv2"].input]
+    assert any(p is not None and p.op_type in QDQ for p in conv_inputs)  # the rest is quantized
