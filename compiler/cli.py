@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
 from . import __version__
 from .diagnostics import Diagnostic, has_errors, summary_line, to_items, to_text
@@ -21,6 +22,8 @@ from .environment import Environment, load_target, probe
 from .pipeline import Result, compile_spec
 from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
+from .report import build_report, report_text, write_report_files
+from .runner import RUN_LOG, manifest_target, record, run_search
 from .resources import load_schema
 from .spacemath import count_configs, quark_discrete_size, stage1_space
 
@@ -177,6 +180,119 @@ def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text, python: Python
         raise typer.Exit(EXIT_SPEC)
     if fmt is Format.text:
         typer.echo(f"{spec}: ok", err=True)
+
+
+@app.command("run")
+@_guard
+def run_command(
+    target: Annotated[Path, typer.Argument(help="A search spec, or the run_manifest.yaml compile wrote.",
+                                           show_default=False)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run without asking (for CI).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Compile a spec over a hand-edited script or files qas "
+                                                         "did not write.")] = False,
+    python: PythonOpt = None,
+) -> None:
+    """Compile (a spec) or check (a manifest), show the plan, ask, then run the search with a progress bar.
+
+    The outcome (status, exit code, best value, model and config) is appended to run_manifest.yaml;
+    the script's output also goes to qas_run.log. Ctrl-C stops after the trial in hand; run again to resume.
+
+    Examples:
+
+      qas run specs/example/spec.yaml
+
+      qas run specs/example/autosearch_output/run_manifest.yaml --yes
+    """
+    _require_file(target)
+    spec = manifest_target(target)
+    if isinstance(spec, str):
+        typer.echo(f"qas: error: {spec}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    interpreter = python or sys.executable
+    result = compile_spec(spec or target, _environment(interpreter, None))
+    if not result.ok:
+        _report(result, Format.text)
+        raise typer.Exit(EXIT_SPEC)
+    assert result.out_dir is not None and result.plan is not None
+    if spec is not None:
+        _require_up_to_date(result, target, spec)
+    else:
+        refused = refuse_overwrites(result.files, result.out_dir, force)
+        refused += [] if refused else write_atomically(result.files, result.out_dir)
+        if refused:
+            _report(result, Format.text, refused)
+            raise typer.Exit(EXIT_SPEC)
+    _report(result, Format.text)
+    script = _display_name(result.out_dir / result.plan.script)
+    if not yes:
+        try:
+            go = typer.confirm(f"run {script} with {interpreter}?", default=False, err=True)
+        except typer.Abort:  # no answer (stdin closed): not a yes
+            go = False
+        if not go:
+            typer.echo("qas: not run (pass --yes to run without asking)", err=True)
+            raise typer.Exit(EXIT_SPEC)
+    outcome = run_search(result.out_dir, interpreter, Console(stderr=True))
+    report = build_report(result.out_dir)
+    problem = record(result.out_dir, outcome, interpreter, report)
+    if problem is not None:
+        typer.echo(f"qas: warning: the outcome was not recorded in run_manifest.yaml: {problem}", err=True)
+    if isinstance(report, dict):
+        sys.stdout.write(report_text(report | {"run_status": outcome.status}))
+    typer.echo(f"qas: run {outcome.status} (exit code {outcome.exit_code}); recorded in "
+               f"{_display_name(result.out_dir / 'run_manifest.yaml')}; log {_display_name(result.out_dir / RUN_LOG)}",
+               err=True)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
+    """A manifest is run only while compiling its spec here would write exactly the files on disk."""
+    assert result.out_dir is not None
+    if result.out_dir.resolve() != manifest.parent.resolve():
+        typer.echo(f"qas: error: {spec} writes to {_display_name(result.out_dir)}, not to the folder of {manifest}",
+                   err=True)
+        raise typer.Exit(EXIT_SPEC)
+    diff = differences(result.files, result.out_dir)
+    if diff:
+        sys.stdout.write(diff)
+        typer.echo(f"qas: error: {_display_name(result.out_dir)} is out of date with {_display_name(spec)} "
+                   f"(or was compiled for another interpreter)\n  hint: run `qas compile {_display_name(spec)}`, "
+                   f"or `qas run {_display_name(spec)}`", err=True)
+        raise typer.Exit(EXIT_SPEC)
+
+
+@app.command("report")
+@_guard
+def report_command(
+    out_dir: Annotated[Path, typer.Argument(help="A search's output dir (holding run_manifest.yaml).",
+                                            show_default=False)],
+    fmt: Annotated[Format, typer.Option("--format", help="The report as text or JSON.")] = Format.text,
+) -> None:
+    """Summarize a search (trials, failures, best config and model, top 5, importances) and write report.md
+    with Optuna's HTML plots and a PNG of the history into OUT_DIR. Reads the study; never changes it.
+
+    Examples:
+
+      qas report specs/example/autosearch_output
+
+      qas report out/ --format json | jq .best
+    """
+    if not out_dir.is_dir():
+        typer.echo(f"qas: error: no output dir at {out_dir}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    report = build_report(out_dir)
+    if isinstance(report, str):
+        typer.echo(f"qas: error: {report}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    written = write_report_files(report, out_dir)
+    if isinstance(written, str):
+        typer.echo(f"qas: error: {written}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    if fmt is Format.json:
+        sys.stdout.write(json.dumps(report | {"files": written}, indent=2) + "\n")
+        return
+    sys.stdout.write(report_text(report))
+    typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)
 
 
 @app.command("presets")

@@ -15,6 +15,25 @@ from .diagnostics import Diagnostic, diag
 from .render import HEADER_PREFIX, script_is_hand_edited
 
 OUTPUT_PATH = ("output", "dir")
+MANIFEST = "run_manifest.yaml"
+# `qas run` appends the outcome of a run to run_manifest.yaml after this line; compile compares and keeps
+# the manifest without it, so a run's record survives recompiling an unchanged spec.
+RUN_MARKER = "# qas run: the outcome of the last `qas run`; `qas compile` keeps it while the lines above are unchanged.\n"
+
+
+def split_run_block(text: str) -> tuple[str, str]:
+    """A manifest's text in; (what compile wrote, the run block qas run appended or "") out."""
+    at = text.find("\n" + RUN_MARKER)
+    return (text, "") if at < 0 else (text[:at + 1], text[at + 1:])
+
+
+def _on_disk(target: Path) -> str | None:
+    """A file's text as compile wrote it (a manifest without its run block); None when absent or unreadable."""
+    try:
+        text = target.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return split_run_block(text)[0] if target.name == MANIFEST else text
 
 
 def refuse_overwrites(files: dict[str, str], out_dir: Path, force: bool) -> list[Diagnostic]:
@@ -56,6 +75,8 @@ def write_atomically(files: dict[str, str], out_dir: Path) -> list[Diagnostic]:
     staged: list[tuple[str, Path]] = []
     try:
         for name, text in files.items():
+            if name == MANIFEST and _on_disk(out_dir / name) == text:
+                continue  # unchanged: keep the file, and the run block `qas run` appended to it
             fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
@@ -74,10 +95,7 @@ def differences(files: dict[str, str], out_dir: Path) -> str:
     chunks = []
     for name, text in files.items():
         target = out_dir / name
-        try:
-            current = target.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            current = None
+        current = _on_disk(target)
         if current == text:
             continue
         before = [] if current is None else current.splitlines(keepends=True)

@@ -56,7 +56,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         return manifest
     facts = manifest["outputs"]["study"]
     grid_name = facts.get("grid_name", facts["name"] + GRID_SUFFIX)
-    loaded = _load_studies(out_dir / facts["db"], facts["name"], grid_name)
+    loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name)
     if isinstance(loaded, str):
         return loaded
     (main, main_trials), (grid, grid_trials) = loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
@@ -171,7 +171,7 @@ def _load_manifest(path: Path) -> dict[str, Any] | str:
     return data
 
 
-def _load_studies(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
+def load_studies(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
     """The study DB and names in; [(study, its trials)] opened read-only out (the grid study second, when
     there is one), or an error line."""
     import optuna
@@ -425,7 +425,7 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
     notes: list[str] = []
     facts = report["study"]
     complete = report["trials"]["complete_sampler"] + report["trials"]["complete_grid"]
-    loaded = _load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "") if complete else None
+    loaded = load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "") if complete else None
     if loaded is None:
         notes.append("no plots: no trial has completed")
     elif isinstance(loaded, str):
