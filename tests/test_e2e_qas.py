@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +15,7 @@ import onnx
 import optuna
 import pytest
 
+from .conftest import EXAMPLE_DIR
 from .test_e2e import compile_and_run, run_script
 
 pytest.importorskip("quark.onnx")
@@ -164,3 +168,29 @@ def test_keep_models_best_and_keep_float_are_applied(example_copy: Path) -> None
     assert weight is None or weight.op_type not in QDQ
     conv_inputs = [produced_by.get(i) for i in nodes["conv2"].input]
     assert any(p is not None and p.op_type in QDQ for p in conv_inputs)  # the rest is quantized
+
+
+LOGGED_CONFIG = re.compile(r"^(?:Grid search params:|\[Trial \d+\] Params: )(\{.*\})$", re.M)  # Quark's log lines
+
+
+def canonical(config: dict) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def test_both_engines_quantize_the_same_configurations(tmp_path: Path) -> None:
+    quantized = {}
+    for engine in ("qas", "autosearchpro"):
+        root = tmp_path / engine
+        shutil.copytree(EXAMPLE_DIR, root, ignore=shutil.ignore_patterns("autosearch_output", "__pycache__"))
+        spec = root / "spec.yaml"
+        spec.write_text(spec.read_text().replace("  n_trials:", f"  engine: {engine}\n  n_trials:"))
+        out, _ = compile_and_run(spec)
+        if engine == "qas":
+            sampler, grid = studies(out, "tinycnn")
+            quantized[engine] = sorted(canonical(t.user_attrs["config"]) for t in grid.trials + sampler.trials
+                                       if "reused_from" not in t.user_attrs)
+        else:
+            logged = (out / "auto_search.log").read_text(encoding="utf-8", errors="replace")
+            quantized[engine] = sorted(canonical(ast.literal_eval(m)) for m in LOGGED_CONFIG.findall(logged))
+    assert len(quantized["qas"]) == 6  # 3 grid configurations, then 3 sampler trials
+    assert quantized["qas"] == quantized["autosearchpro"]
