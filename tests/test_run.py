@@ -108,6 +108,8 @@ def test_run_then_resume_from_the_manifest_then_report(example_copy: Path) -> No
     again = qas("run", "autosearch_output/run_manifest.yaml", "--yes", cwd=example_copy)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "qas: grid trial" not in again.stderr and "qas: sampler trial" not in again.stderr  # nothing left to do
+    assert "qas: the budget (3 trials) is already reached; nothing to run" in again.stderr
+    assert "QUARK-INFO" not in again.stderr  # stopped before the readers, the float score and Quark
     assert (out / "qas_run.log").read_text().count("== qas run ") == 2  # appended, not overwritten
     assert manifest(out)["run"]["started"] >= run["started"]
 
