@@ -208,6 +208,10 @@ def run_command(
     if isinstance(spec, str):
         typer.echo(f"qas: error: {spec}", err=True)
         raise typer.Exit(EXIT_USAGE)
+    if spec is not None and not spec.is_file():
+        typer.echo(f"qas: error: {target} was compiled from {_display_name(spec)}, which is not there\n"
+                   f"  hint: run the spec itself: qas run SPEC", err=True)
+        raise typer.Exit(EXIT_USAGE)
     interpreter = python or sys.executable
     result = compile_spec(spec or target, _environment(interpreter, None))
     if not result.ok:

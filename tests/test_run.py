@@ -75,6 +75,15 @@ def test_a_manifest_out_of_date_with_its_spec_is_not_run(example_copy: Path) -> 
     assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
 
 
+def test_a_manifest_whose_spec_is_gone_is_a_clear_error(example_copy: Path, tmp_path: Path) -> None:
+    assert qas("compile", "spec.yaml", cwd=example_copy).returncode == 0
+    moved = tmp_path / "moved"
+    (example_copy / "autosearch_output").rename(moved)
+    ran = qas("run", str(moved / "run_manifest.yaml"), "--yes", cwd=tmp_path)
+    assert ran.returncode == 2
+    assert "was compiled from" in ran.stderr and "which is not there" in ran.stderr and "Traceback" not in ran.stderr
+
+
 def test_report_of_a_folder_without_a_search_is_a_clear_error(tmp_path: Path) -> None:
     ran = qas("report", str(tmp_path), cwd=tmp_path)
     assert ran.returncode == 2
