@@ -86,11 +86,13 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     return Snapshot(done=len(values), failed=failed, best=best)
 
 
-def load_manifest(out_dir: Path) -> dict[str, Any]:
-    """The manifest compile wrote (the run block left out); the caller has just compiled or checked it."""
+def load_manifest(out_dir: Path) -> tuple[dict[str, Any], str]:
+    """The manifest compile wrote (the run block left out), parsed and as text; the caller has just compiled
+    or checked it."""
     from ruamel.yaml import YAML
 
-    return YAML(typ="safe").load(split_run_block((out_dir / MANIFEST).read_text(encoding="utf-8"))[0])
+    body = split_run_block((out_dir / MANIFEST).read_text(encoding="utf-8"))[0]
+    return YAML(typ="safe").load(body), body
 
 
 def command(manifest: dict[str, Any], python: str) -> list[str]:
@@ -103,7 +105,7 @@ def run_search(out_dir: Path, python: str, console: Any) -> Outcome:
     """Run the compiled search in out_dir, streaming its output above a progress bar on `console`."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    manifest = load_manifest(out_dir)
+    manifest, _ = load_manifest(out_dir)
     argv = command(manifest, python)
     total = total_trials(manifest)
     started = _now()
@@ -186,9 +188,7 @@ def _now() -> str:
 
 def record(out_dir: Path, outcome: Outcome, python: str, report: dict[str, Any] | str) -> str | None:
     """Append (or replace) the run block of run_manifest.yaml; None on success, else why it was not written."""
-    path = out_dir / MANIFEST
-    body, _ = split_run_block(path.read_text(encoding="utf-8"))
-    manifest = load_manifest(out_dir)
+    manifest, body = load_manifest(out_dir)
     best = report.get("best") if isinstance(report, dict) else None
     trials = report["trials"] if isinstance(report, dict) else None
     best_config = manifest["outputs"]["best_config"]
