@@ -1,0 +1,102 @@
+"""What the compiler, `qas run`, `qas report` and the search runtime must agree on: names in, nothing out.
+
+Defined once here and imported everywhere; compile copies this file beside every script (in
+qas_runtime/), so a standalone output folder carries the same contract. Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- Files in an output folder ---------------------------------------------------------------------
+MANIFEST_FILE = "run_manifest.yaml"
+QUANT_PLAN_FILE = "quant_plan.json"
+MODEL_ANALYSIS_FILE = "model_analysis.json"
+BEST_CONFIG_FILE = "best_config.json"
+BEST_MODEL_FILE = "best_model.onnx"
+RUNTIME_PACKAGE = "qas_runtime"  # the runtime copy's folder beside the script
+RUN_LOG_FILE = "qas_run.log"  # what `qas run` tee'd from the script
+STAGE2_SPACE_FILE = "qas_sampler_space.json"  # engine autosearchpro: the sampler stage's space
+QUARK_BEST_PARAMS_FILE = "best_params.json"  # written by Quark's AutoSearchPro only
+QUARK_LOG_FILE = "auto_search.log"  # written by Quark's AutoSearchPro only
+
+
+def script_file(name: str) -> str:
+    """The spec's name in; the settings script's file name out."""
+    return f"{name}_autosearch.py"
+
+
+def study_file(name: str) -> str:
+    """The spec's name in; the SQLite study file's name out."""
+    return f"{name}_study.db"
+
+
+# --- Studies ---------------------------------------------------------------------------------------
+GRID_STUDY_SUFFIX = "-grid"  # engine qas keeps grid-stage trials in study <name>-grid
+STUDY_HASH_CHARS = 12  # engine qas names its study <name>-<first chars of the space's sha256>
+GRID_WINNER_ATTR = "grid_winner"  # sampler-study attribute: the pinned grid winner's trial number
+
+# --- Trial user attributes -------------------------------------------------------------------------
+ATTR_STAGE = "stage"  # STAGE_GRID | STAGE_SAMPLER
+ATTR_CONFIG = "config"  # the nested Quark config the trial quantized with
+ATTR_MODEL = "model"  # the quantized model's file name in the output folder
+ATTR_GRID_INDEX = "grid_index"  # grid trials: the index into the grid configurations
+ATTR_REUSED_FROM = "reused_from"  # a repeated configuration: the trial that was really quantized
+ATTR_INTERRUPTED = "interrupted"  # a FAIL trial that was stopped, not failed (not a failure)
+ATTR_ERROR = "error"  # a FAIL trial: "<ExceptionType>: <message>"
+STAGE_GRID = "grid"
+STAGE_SAMPLER = "sampler"
+
+# --- Exit codes of the script ----------------------------------------------------------------------
+EXIT_OK = 0
+EXIT_FAILED = 1  # the search ran and could not finish (an uncaught error)
+EXIT_USAGE = 2  # refused before any work: a missing package, device, file or study
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C; re-running resumes
+
+# --- Quark's grammar facts the runtime needs -------------------------------------------------------
+FINETUNE_KEYS = ("algorithms", "adaround_params", "adaquant_params")  # searched in stage 2, never in the grid
+SAMPLER_CLASSES = {
+    "TPE": "TPESampler",
+    "Random": "RandomSampler",
+    "CmaEs": "CmaEsSampler",
+    "GPS": "GPSampler",
+    "NSGAII": "NSGAIISampler",
+    "QMC": "QMCSampler",
+}
+PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
+DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What one search engine supports, and how its outputs are named."""
+
+    name: str
+    entry: str  # the runtime module whose main(settings) runs the search
+    keep_float: bool  # applies keep_float (node lists, op types, subgraphs)
+    keep_models: bool  # prunes models by keep_models
+    max_failures: bool  # goes on after a failing trial, up to max_failures (else the first failure ends it)
+    space_in_study_name: bool  # the study name carries the space hash (a changed space starts a new study)
+    grid_reruns_on_resume: bool  # a two-stage search re-runs its whole grid stage on every start
+    keeps_outputs_in_memory: bool  # scores without Quark's float-output dumps on disk
+    writes: tuple[str, ...]  # files the search writes besides the study and the quantized models
+    winner: str  # the winner's file name
+    grid_winner: str  # the winner's file name when the search is grid-only
+
+    def winner_pattern(self, grid_only: bool) -> str:
+        """The winner's file name (a pattern with <trial> or <index>) for this kind of search."""
+        return self.grid_winner if grid_only else self.winner
+
+
+ENGINES = {
+    "qas": Engine(
+        name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True,
+        space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True,
+        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
+    "autosearchpro": Engine(
+        name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
+        space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False,
+        writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE),
+        winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),
+}
+DEFAULT_ENGINE = "qas"
