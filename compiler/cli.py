@@ -157,8 +157,17 @@ def compile_command(
         plan = result.plan
         assert plan is not None
         typer.echo(f"wrote {len(result.files)} files to {_display_name(result.out_dir)}: "
-                   f"{', '.join(result.files)}", err=True)
+                   f"{', '.join(_shown_outputs(result.files))}", err=True)
         typer.echo(f"run it: python {_display_name(result.out_dir / plan.script)}", err=True)
+
+
+def _shown_outputs(files: dict[str, str]) -> list[str]:
+    """Output paths in; top-level files by name, and each subfolder once with its file count, out."""
+    shown: dict[str, int] = {}
+    for name in files:
+        folder, _, rest = name.partition("/")
+        shown[f"{folder}/" if rest else name] = shown.get(f"{folder}/" if rest else name, 0) + 1
+    return [f"{name} ({count} files)" if name.endswith("/") else name for name, count in shown.items()]
 
 
 @app.command("validate")

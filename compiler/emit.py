@@ -77,7 +77,9 @@ def write_atomically(files: dict[str, str], out_dir: Path) -> list[Diagnostic]:
         for name, text in files.items():
             if name == MANIFEST and _on_disk(out_dir / name) == text:
                 continue  # unchanged: keep the file, and the run block `qas run` appended to it
-            fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
+            folder = (out_dir / name).parent  # the runtime copy lives in a subfolder
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=f".{Path(name).name}.", suffix=".tmp", dir=folder)
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
             staged.append((name, Path(temp)))

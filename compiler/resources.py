@@ -37,3 +37,8 @@ def load_schema(name: str) -> dict[str, Any]:
 def load_data(name: str) -> Any:
     """Data file inside compiler/data (e.g. 'presets.json') in, parsed JSON out."""
     return json.loads((_PACKAGE_DIR / "data" / name).read_text(encoding="utf-8"))
+
+
+def runtime_files() -> list[Path]:
+    """The runtime package's modules (compiler/runtime/*.py), in name order: what compile copies beside a script."""
+    return sorted((_PACKAGE_DIR / "runtime").glob("*.py"))

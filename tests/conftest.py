@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,3 +49,12 @@ def model_with_external_data(folder: Path, data_bytes: int, missing: bool = Fals
         with open(folder / "big.onnx_data", "wb") as handle:
             handle.truncate(data_bytes)
     return path
+
+
+def settings_from_script(text: str, script: Path) -> Any:
+    """A compiled settings script's text in; its runtime Settings (as compiler.runtime's class) out, without running it."""
+    from compiler.runtime.settings import Settings
+
+    call = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Settings")
+    values = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg != "script"}
+    return Settings(script=str(script), **values)

@@ -16,16 +16,17 @@ def qas(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def test_compile_writes_four_files_and_rerun_is_a_no_op(example_copy: Path) -> None:
+def test_compile_writes_four_files_and_the_runtime_and_rerun_is_a_no_op(example_copy: Path) -> None:
     spec = example_copy / "spec.yaml"
     first = qas("compile", str(spec))
     assert first.returncode == 0, first.stderr
     out = example_copy / "autosearch_output"
-    assert sorted(p.name for p in out.iterdir()) == ["model_analysis.json", "quant_plan.json", "run_manifest.yaml",
-                                                      "tinycnn_autosearch.py"]
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(p.name for p in out.iterdir()) == ["model_analysis.json", "qas_runtime", "quant_plan.json",
+                                                      "run_manifest.yaml", "tinycnn_autosearch.py"]
+    assert "qas_runtime/ (" in first.stderr
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert qas("compile", str(spec)).returncode == 0
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert qas("compile", "--check", str(spec)).returncode == 0
 
 
@@ -37,7 +38,7 @@ def test_check_reports_a_diff_and_writes_nothing(example_copy: Path) -> None:
     before = script.read_text()
     checked = qas("compile", "--check", str(spec))
     assert checked.returncode == 1
-    assert "-N_TRIALS = 3" in checked.stdout and "+N_TRIALS = 5" in checked.stdout
+    assert "-    n_trials=3," in checked.stdout and "+    n_trials=5," in checked.stdout
     assert script.read_text() == before
 
 
@@ -45,7 +46,7 @@ def test_hand_edited_script_is_not_overwritten_without_force(example_copy: Path)
     spec = example_copy / "spec.yaml"
     assert qas("compile", str(spec)).returncode == 0
     script = example_copy / "autosearch_output" / "tinycnn_autosearch.py"
-    edited = script.read_text().replace("SEED = 0", "SEED = 42")
+    edited = script.read_text().replace("seed=0,", "seed=42,")
     script.write_text(edited)
     refused = qas("compile", str(spec))
     assert refused.returncode == 1
@@ -53,7 +54,7 @@ def test_hand_edited_script_is_not_overwritten_without_force(example_copy: Path)
     assert script.read_text() == edited  # nothing lost
     forced = qas("compile", "--force", str(spec))
     assert forced.returncode == 0
-    assert "SEED = 0" in script.read_text()
+    assert "seed=0," in script.read_text()
 
 
 def test_files_qas_did_not_write_are_not_overwritten(example_copy: Path) -> None:

@@ -23,7 +23,7 @@ from .conftest import EXAMPLE_DIR
 
 TINYCNN = EXAMPLE_DIR / "models" / "tinycnn.onnx"
 
-# Loads the compiled script as a module, builds its reader for CALIBRATION or EVAL_DATA and saves what
+# Loads the compiled script as a module, builds its runtime reader for `calibration` or `eval_data` and saves what
 # get_next() yields (and checks reset_iter starts over).
 RUN_READER = """
 import importlib.util, sys
@@ -31,8 +31,10 @@ import numpy as np
 spec = importlib.util.spec_from_file_location("compiled", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-source = getattr(module, sys.argv[2])
-reader = module.make_reader(source, module.model_input_names(module.MODEL_PATH))
+from qas_runtime.readers import make_reader, model_input_names
+settings = module.SETTINGS
+source = getattr(settings, sys.argv[2])
+reader = make_reader(source, settings.here, model_input_names(settings.model_path))
 samples = []
 while (sample := reader.get_next()) is not None:
     assert list(sample) == [source["input"]], list(sample)
@@ -167,7 +169,7 @@ def test_the_plan_writes_every_step_out_and_counts_the_images(tmp_path: Path) ->
     assert plan["requirements"]["pillow"] == ">=10"
     script = result.files["imgs_autosearch.py"]
     assert not script_is_hand_edited(script)
-    assert 'PACKAGE_MODULES = {"amd-quark": "quark", "pillow": "PIL"}' in script and "class ImageFolderReader" in script
+    assert "'pillow': '>=10'," in script and "'images': '../im'," in script  # the script checks Pillow, reads images
 
 
 def test_integer_dtypes_carry_no_normalization(tmp_path: Path) -> None:
@@ -217,7 +219,7 @@ def test_the_emitted_reader_yields_exactly_the_declared_tensors(case: str, tmp_p
     (tmp_path / "im" / "e.txt").write_text("ignored\n")
     model = identity_model(tmp_path / "m.onnx", dtype, shape)
     spec = write_spec(tmp_path, model, f"  images: im\n  preprocess: {preprocess}\n")
-    got = reader_output(compiled_script(spec), "CALIBRATION", tmp_path)
+    got = reader_output(compiled_script(spec), "calibration", tmp_path)
     files = ["a.png", "b.bmp", "c.png", "d.JPG"]
     assert len(got) == len(files)
     for name, array in zip(files, got, strict=True):
@@ -236,7 +238,7 @@ def test_without_resizing_the_tensors_are_the_saved_pixels(tmp_path: Path) -> No
     arrays = save_images(tmp_path / "im", ["a.png", "b.png"], 16, 12)
     model = identity_model(tmp_path / "m.onnx", "float32", [1, 3, 16, 12])
     spec = write_spec(tmp_path, model, "  images: im\n  limit: 1\n  preprocess: {resize: [16, 12], mean: [0.5, 0.5, 0.5], std: [0.25, 0.5, 1]}\n")
-    (got,) = reader_output(compiled_script(spec), "CALIBRATION", tmp_path)
+    (got,) = reader_output(compiled_script(spec), "calibration", tmp_path)
     want = (arrays["a.png"].astype(np.float32) / np.float32(255) - np.float32(0.5)) / np.array([0.25, 0.5, 1], np.float32)
     assert np.array_equal(got, want.transpose(2, 0, 1)[np.newaxis])
 
@@ -247,7 +249,7 @@ def test_an_image_that_cannot_be_decoded_stops_the_script_naming_it(tmp_path: Pa
     script = compiled_script(spec)
     data = (tmp_path / "im" / "a.jpg").read_bytes()
     (tmp_path / "im" / "a.jpg").write_bytes(data[: len(data) // 2])  # truncated after compile: JPEG verify is shallow
-    ran = subprocess.run([sys.executable, "-c", RUN_READER, str(script), "CALIBRATION", str(tmp_path / "x.npz")],
+    ran = subprocess.run([sys.executable, "-c", RUN_READER, str(script), "calibration", str(tmp_path / "x.npz")],
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 2
     assert ran.stderr.startswith("qas: error: image ") and "im/a.jpg cannot be read: image file is truncated" in ran.stderr
@@ -291,7 +293,7 @@ search:
 device: cpu
 """)
     script = compiled_script(spec)
-    got = reader_output(script, "CALIBRATION", tmp_path)
+    got = reader_output(script, "calibration", tmp_path)
     want = [(p.astype(np.float32) / np.float32(255)).transpose(2, 0, 1)[np.newaxis] for p in pixels]
     assert len(got) == 4 and all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
     ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)

@@ -17,7 +17,7 @@ from compiler.pipeline import compile_spec
 from compiler.render import script_is_hand_edited
 from compiler.resources import load_schema
 
-from .conftest import EXAMPLE_DIR, REPO
+from .conftest import EXAMPLE_DIR, REPO, settings_from_script
 from .test_golden import target_env
 
 OK_CASES = sorted(p.parent.parent.name for p in (REPO / "golden").glob("*/expected/run_manifest.yaml"))
@@ -50,18 +50,17 @@ def test_script_parses_and_its_header_hash_matches(case: str) -> None:
     script = result.files[result.plan.script]
     ast.parse(script)
     assert not script_is_hand_edited(script)
-    assert script_is_hand_edited(script.replace("N_TRIALS = ", "N_TRIALS = 1 + ", 1))
+    assert script_is_hand_edited(script.replace("n_trials=", "n_trials=1 + ", 1))
 
 
-def test_every_quark_config_key_is_explicit() -> None:
+def test_every_quark_config_key_is_explicit(tmp_path: Path) -> None:
+    from compiler.presets import preset_config
+    from compiler.runtime.engine_autosearchpro import quark_config
+
     case = REPO / "golden" / "preset_xint8_clamp"  # engine autosearchpro
     result = compile_spec(case / "spec.yaml", target_env(case))
-    tree = ast.parse(result.files[result.plan.script])
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "quark_config")
-    returned = next(n for n in ast.walk(fn) if isinstance(n, ast.Return)).value
-    keys = [k.value for k in returned.keys]
-    from compiler.presets import preset_config
-
+    settings = settings_from_script(result.files[result.plan.script], tmp_path / result.plan.script)
+    keys = list(quark_config(settings, calib_reader=None, eval_reader=None))
     assert keys == list(preset_config("XINT8_SEARCH"))  # all 18, in Quark's own order
     assert len(keys) == 18
 
@@ -71,7 +70,7 @@ def test_clamp_case_records_requested_and_effective_budget() -> None:
     b = result.plan.budget
     assert (b.requested_trials, b.effective_trials, b.quark_would_run, b.grid_configs) == (20, 20, 8, 3)
     assert b.models_produced == 23
-    assert "N_TRIALS = 20\n" in result.files[result.plan.script]
+    assert "    n_trials=20,\n" in result.files[result.plan.script]
 
 
 def test_device_is_written_into_every_finetune_device_field() -> None:

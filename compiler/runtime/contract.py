@@ -64,6 +64,7 @@ SAMPLER_CLASSES = {
     "QMC": "QMCSampler",
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
+IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL"}  # distributions whose module is named otherwise
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 
 

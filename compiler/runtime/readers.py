@@ -1,44 +1,15 @@
-def fail(message: str) -> None:
-    """Stop before (or instead of) any work, with a message and a non-zero exit."""
-    print(f"qas: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+"""Sample readers: a reader description from the settings in; an object Quark can read (get_next until None) out."""
 
+from __future__ import annotations
 
-def check_packages() -> None:
-    """Exit with the install command when a package the search needs is missing from this interpreter."""
-    missing = []
-    for package, version_range in REQUIREMENTS.items():
-        module = PACKAGE_MODULES.get(package, package)
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append(f"{package}{version_range}")
-    if missing:
-        fail("missing packages: " + ", ".join(missing) + "; install them: "
-             + f"{sys.executable} -m pip install " + " ".join(repr(m) for m in missing))
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
 
+from .checks import fail
 
-def check_device() -> None:
-    """Exit unless DEVICE is usable in this interpreter; never fall back to the CPU."""
-    if DEVICE == "cpu":
-        return
-    kind, index = DEVICE.split(":")
-    import onnxruntime
-    import torch
-
-    provider = "CUDAExecutionProvider" if kind == "cuda" else "ROCMExecutionProvider"
-    problems = []
-    if provider not in onnxruntime.get_available_providers():
-        problems.append(f"onnxruntime has no {provider}")
-    built_for_rocm = getattr(torch.version, "hip", None) is not None
-    if (kind == "rocm") != built_for_rocm:
-        problems.append(f"torch {torch.__version__} is not a {kind} build")
-    elif not torch.cuda.is_available() or torch.cuda.device_count() <= int(index):
-        problems.append(f"torch sees {torch.cuda.device_count() if torch.cuda.is_available() else 0} GPU(s)")
-    if problems:
-        fail(f"device {DEVICE} is not available here: " + "; ".join(problems))
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")  # compared lower-cased
 
 
 def model_input_names(model_path: Path) -> list[str]:
@@ -79,7 +50,7 @@ class FolderReader(SampleList):
         files = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))[:limit]
         if not files:
             fail(f"no .npy or .npz samples in {folder}")
-        self.samples: list[dict[str, Any]] = []
+        self.samples = []
         for path in files:
             if path.suffix == ".npy":
                 if len(input_names) != 1:
@@ -91,10 +62,6 @@ class FolderReader(SampleList):
                     if missing:
                         fail(f"{path} lacks model inputs {missing}")
                     self.samples.append({n: arrays[n] for n in input_names})
-
-
-{% if plan.uses_images %}
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")  # compared lower-cased
 
 
 def preprocess_image(path: Path, steps: dict[str, Any]) -> Any:
@@ -134,7 +101,7 @@ class ImageFolderReader(SampleList):
         files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())[:limit]
         if not files:
             fail(f"no {', '.join(IMAGE_SUFFIXES)} images in {folder}")
-        self.samples: list[dict[str, Any]] = []
+        self.samples = []
         for path in files:
             try:
                 self.samples.append({input_name: preprocess_image(path, steps)})
@@ -142,7 +109,6 @@ class ImageFolderReader(SampleList):
                 fail(f"image {path} cannot be read: {error}")
 
 
-{% endif %}
 def load_user_object(file: Path, name: str) -> Any:
     """Import a user's file by path (its folder goes on sys.path for its own imports) and get `name`."""
     sys.path.insert(0, str(file.parent))
@@ -156,48 +122,11 @@ def load_user_object(file: Path, name: str) -> Any:
     return getattr(module, name)
 
 
-def make_reader(source: dict[str, Any], input_names: list[str]) -> Any:
+def make_reader(source: dict[str, Any], here: Path, input_names: list[str]) -> Any:
+    """A reader description (paths relative to `here`) and the model's inputs in; a sample reader out."""
     if "folder" in source:
-        return FolderReader(source["folder"], input_names, source["limit"])
-{% if plan.uses_images %}
+        return FolderReader(here / source["folder"], input_names, source["limit"])
     if "images" in source:
-        return ImageFolderReader(source["images"], input_names, source["input"], source["limit"], source["preprocess"])
-{% endif %}
-    return load_user_object(source["file"], source["class"])(**source["args"])
-
-
-def make_evaluator() -> Any:
-    """The user's evaluator, oriented so that Quark's minimized `baseline - score` is right (F6)."""
-    if EVALUATOR is None:
-        return None
-    user_function = load_user_object(EVALUATOR["file"], EVALUATOR["function"])
-    sign = 1.0 if EVALUATOR["higher_is_better"] else -1.0
-
-    def oriented_score(model_path: str) -> float:
-        score = float(user_function(model_path))
-        if not math.isfinite(score):
-            raise ValueError(f"evaluator returned {score} for {model_path}")
-        return sign * score
-
-    return oriented_score
-
-
-def nested_from_flat(space: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
-    """Optuna's flattened parameter names (group_param) back to Quark's nested config (F8)."""
-    config: dict[str, Any] = {}
-    for key, value in space.items():
-        if isinstance(value, dict) and "only_if" in value:
-            inner = {sub: flat[f"{key}_{sub}"] for sub in value if sub != "only_if" and f"{key}_{sub}" in flat}
-            if inner:
-                config[key] = inner
-        elif key in flat:
-            config[key] = flat[key]
-    return config
-
-
-def write_json(path: Path, data: Any) -> None:
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(temp, path)
-
-
+        return ImageFolderReader(here / source["images"], input_names, source["input"], source["limit"],
+                                 source["preprocess"])
+    return load_user_object(here / source["file"], source["class"])(**source["args"])

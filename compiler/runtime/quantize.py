@@ -1,0 +1,75 @@
+"""Quantizing one configuration: a nested Quark config and an output path in; a quantized ONNX model on disk out."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+
+def float_exclusions(model_path: Path, keep_float: dict[str, Any]) -> list[Any]:
+    """keep_float as Quark's QConfig.exclude: node names (op types expanded to their nodes) and (start, end) subgraphs."""
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    names = list(keep_float["nodes"])
+    names += [n.name for n in graph.node if n.op_type in keep_float["op_types"] and n.name not in names]
+    return names + [([start], [end]) for start, end in keep_float["subgraphs"]]
+
+
+def quark_qconfig(config: dict[str, Any], exclusions: list[Any]) -> Any:
+    """A nested config in, Quark's QConfig out: AutoSearchPro._onnx_quantize_model's mapping, with exclusion applied (F7)."""
+    from quark.onnx import QConfig, QLayerConfig
+    from quark.onnx.quantization.auto_search import AutoSearchPro
+    from quark.onnx.quantization.auto_search.qconfig_mapping import (DATA_TYPE, ONNX_ACTIVATION_WEIGHT, ONNX_ALGORITHM,
+                                                                      ONNX_CALIBMETHOD, QUANT_GRANULARITY, SCALE_TYPE)
+
+    params = copy.deepcopy(config)
+    enums = {"calibration_method": ONNX_CALIBMETHOD, "scale_type": SCALE_TYPE,
+             "quant_granularity": QUANT_GRANULARITY, "data_type": DATA_TYPE}
+
+    def tensor_spec(kind: str) -> Any:
+        name = params.pop(kind, None)
+        fields = params.pop(f"{kind}_params", {})
+        fields = {k: enums[k][v] if k in enums else v for k, v in fields.items()}
+        return ONNX_ACTIVATION_WEIGHT[name](**fields)
+
+    activation, weight = tensor_spec("activation"), tensor_spec("weight")
+    algorithms = []
+    algorithm = params.pop("algorithms", None)
+    algorithm_params = params.pop(f"{algorithm}_params", {}) if algorithm in ("adaround", "adaquant") else {}
+    params.pop("adaround_params", None)
+    params.pop("adaquant_params", None)
+    if algorithm is not None:
+        if algorithm not in ONNX_ALGORITHM:
+            raise ValueError(f"algorithm {algorithm!r} is not one Quark supports")
+        algorithms.append(ONNX_ALGORITHM[algorithm](**AutoSearchPro.process_joint_numiter_lr(algorithm_params)))
+    if params.pop("cle_algo", None) == "cle":
+        algorithms.append(ONNX_ALGORITHM["cle"](**params.pop("cle_params", {})))
+    params.pop("cle_params", None)
+    params.pop("exclude", None)  # refused at compile time: keep_float replaces it
+    return QConfig(
+        QLayerConfig(activation=activation, weight=weight),
+        specific_layer_config=params.pop("specific_layer_config", None),
+        layer_type_config=params.pop("layer_type_config", None),
+        exclude=exclusions,
+        use_external_data_format=params.pop("use_external_data_format", False),
+        algo_config=algorithms,
+        **params,
+    )
+
+
+class QuarkQuantizer:
+    """Quantizes configurations of one float model with Quark's ModelQuantizer and one calibration reader."""
+
+    def __init__(self, model_path: Path, calib_reader: Any, exclusions: list[Any]) -> None:
+        self.model_path = model_path
+        self.calib_reader = calib_reader
+        self.exclusions = exclusions
+
+    def __call__(self, config: dict[str, Any], output: Path) -> None:
+        from quark.onnx import ModelQuantizer
+
+        self.calib_reader.reset_iter()
+        ModelQuantizer(quark_qconfig(config, self.exclusions)).quantize_model(
+            model_input=str(self.model_path), model_output=str(output), calibration_data_reader=self.calib_reader)

@@ -1,0 +1,84 @@
+"""A compiled search's settings: the literals of `<name>_autosearch.py` in; resolved paths and stage facts out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import contract
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every value the spec decided, as compile wrote it; paths are relative to the script's folder."""
+
+    script: str  # the settings script's __file__: the output folder is its folder
+    engine: str  # a key of contract.ENGINES
+    spec_hash: str
+    space_hash: str
+    device: str  # cpu | cuda:N | rocm:N, never changed
+    torch_device: str  # what torch calls it (rocm:N is cuda:N in a ROCm build)
+    model: str
+    calibration: dict[str, Any]  # {"folder", "limit"} | {"images", "limit", "input", "preprocess"} | {"file", "class", "args"}
+    eval_data: dict[str, Any] | None  # the same kinds; None: the calibration samples are the evaluation samples
+    metric: str | None  # a Quark metric against the float outputs, or None with a user evaluator
+    evaluator: dict[str, Any] | None  # {"file", "function", "higher_is_better"}
+    direction: str  # minimize | maximize
+    sampler: str  # a key of contract.SAMPLER_CLASSES, or "Grid"
+    seed: int
+    n_trials: int  # the effective budget: complete sampler trials (Grid: configurations)
+    two_stage: bool
+    grid_configs: int  # the grid stage's configurations (Quark's generate_all_configs)
+    study_name: str
+    study_db: str  # file name in the output folder
+    resume: bool
+    plots: bool
+    temp_dir: str
+    requirements: dict[str, str]  # package -> version range the script needs
+    search_space: dict[str, Any]  # Quark's grammar, in Quark's order
+    max_failures: int = contract.DEFAULT_MAX_FAILURES
+    keep_models: str = "all"  # all | best | top-K
+    keep_float: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "op_types": [], "subgraphs": []})
+
+    @property
+    def here(self) -> Path:
+        """The output folder (the script's folder)."""
+        return Path(self.script).resolve().parent
+
+    def path(self, relative: str | Path) -> Path:
+        """A path relative to the output folder, made absolute."""
+        return self.here / relative
+
+    @property
+    def model_path(self) -> Path:
+        return self.path(self.model)
+
+    @property
+    def storage_url(self) -> str:
+        return f"sqlite:///{self.path(self.study_db)}"
+
+    @property
+    def grid_study_name(self) -> str:
+        return self.study_name + contract.GRID_STUDY_SUFFIX
+
+    @property
+    def best_config_path(self) -> Path:
+        return self.path(contract.BEST_CONFIG_FILE)
+
+    @property
+    def best_model_path(self) -> Path:
+        return self.path(contract.BEST_MODEL_FILE)
+
+    def stage_totals(self) -> tuple[int, int]:
+        """(grid configurations to complete, sampler trials to complete) for this budget."""
+        if self.sampler == "Grid":
+            return self.n_trials, 0
+        if self.two_stage:
+            return self.grid_configs, self.n_trials if self.has_finetune_stage else 0
+        return 0, self.n_trials
+
+    @property
+    def has_finetune_stage(self) -> bool:
+        """A two-stage search samples in stage 2 only when the space has fine-tuning algorithms."""
+        return "algorithms" in self.search_space

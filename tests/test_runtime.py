@@ -1,0 +1,243 @@
+"""The search runtime without amd-quark: engine qas's trial loop, resume, reuse, failures, pruning and winner files
+against a fake quantizer and scorer on a real Optuna study; the space helpers; and a linter run over the runtime."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from compiler.runtime import contract
+from compiler.runtime.engine_qas import Search, write_best, write_plots
+from compiler.runtime.settings import Settings
+from compiler.runtime.space import nested_from_flat, pinned_stage2_space, stage_configs, suggest_config
+
+from .conftest import REPO
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+SPACE = {
+    "activation": ["XInt8Spec", "Int8Spec", "Int16Spec"],
+    "activation_params": {"symmetric": [True], "only_if": "activation"},
+    "cle_algo": ["cle", None],
+    "algorithms": ["adaround", "adaquant"],
+    "adaround_params": {"num_iterations": {"type": "int", "low": 10, "high": 50, "step": 10},
+                        "only_if": {"algorithms": "adaround"}},
+    "adaquant_params": {"num_iterations": {"type": "int", "low": 10, "high": 50, "step": 10},
+                        "only_if": {"algorithms": "adaquant"}},
+    "OptimizeModel": [True],
+}
+ACTIVATION_ERROR = {"XInt8Spec": 0.3, "Int8Spec": 0.2, "Int16Spec": 0.1}
+
+
+def settings(folder: Path, **changes: Any) -> Settings:
+    """Settings of a two-stage search over SPACE in `folder` (the model itself is never read by the fakes)."""
+    values: dict[str, Any] = dict(
+        script=str(folder / "fake_autosearch.py"), engine="qas", spec_hash="s", space_hash="h", device="cpu",
+        torch_device="cpu", model="model.onnx", calibration={"folder": "calib", "limit": None}, eval_data=None,
+        metric="L2", evaluator=None, direction="minimize", sampler="TPE", seed=0, n_trials=4, two_stage=True,
+        grid_configs=6, study_name="fake", study_db="fake_study.db", resume=True, plots=False, temp_dir="tmp",
+        requirements={}, search_space=SPACE)
+    values.update(changes)
+    return Settings(**values)
+
+
+def product_configs(space: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stand-in for Quark's generate_all_configs: the Cartesian product of the top-level lists, in order."""
+    keys = [k for k, v in space.items() if isinstance(v, list)]
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(space[k] for k in keys))]
+
+
+class FakeQuark:
+    """Quantizes by writing the config to the model file; scores from the config. Records every quantization."""
+
+    def __init__(self, fail_when: Any = None, interrupt_at: int | None = None) -> None:
+        self.quantized: list[dict[str, Any]] = []
+        self.fail_when = fail_when or (lambda config: False)
+        self.interrupt_at = interrupt_at
+
+    def quantize(self, config: dict[str, Any], output: Path) -> None:
+        if self.interrupt_at is not None and len(self.quantized) == self.interrupt_at:
+            raise KeyboardInterrupt
+        if self.fail_when(config):
+            raise RuntimeError("quantizer exploded")
+        self.quantized.append(config)
+        output.write_text(json.dumps(config, sort_keys=True))
+
+    def score(self, model: Path) -> float:
+        config = json.loads(model.read_text())
+        tuned = config.get("adaround_params", config.get("adaquant_params", {})).get("num_iterations", 0)
+        return ACTIVATION_ERROR[config["activation"]] + (0.05 if config["cle_algo"] is None else 0.0) - tuned / 10000
+
+
+def run(s: Settings, fake: FakeQuark) -> tuple[Search, int | None]:
+    search = Search(s)
+    search.attach(fake.quantize, fake.score)
+    code = search.run(stage_configs(s.search_space, s.sampler, s.two_stage, s.n_trials, product_configs))
+    return search, code
+
+
+def complete(study: Any) -> list[Any]:
+    return [t for t in study.get_trials() if t.state.name == "COMPLETE"]
+
+
+def test_two_stage_runs_every_grid_config_once_then_samples_with_the_grid_winner_pinned(tmp_path: Path) -> None:
+    fake = FakeQuark()
+    search, code = run(settings(tmp_path), fake)
+    assert code is None
+    grid = complete(search.grid_study)
+    assert sorted(t.user_attrs[contract.ATTR_GRID_INDEX] for t in grid) == list(range(6))
+    winner = min(grid, key=lambda t: t.value)
+    assert winner.user_attrs[contract.ATTR_CONFIG] == {"activation": "Int16Spec", "cle_algo": "cle", "OptimizeModel": True}
+    assert search.sampler_study.user_attrs[contract.GRID_WINNER_ATTR] == winner.number
+    sampled = complete(search.sampler_study)
+    assert len(sampled) == 4
+    for t in sampled:
+        config = t.user_attrs[contract.ATTR_CONFIG]
+        assert (config["activation"], config["cle_algo"], config["OptimizeModel"]) == ("Int16Spec", "cle", True)
+        assert config["algorithms"] in ("adaround", "adaquant") and t.user_attrs[contract.ATTR_STAGE] == "sampler"
+
+
+def test_a_rerun_resumes_to_the_total_and_a_finished_search_quantizes_nothing(tmp_path: Path) -> None:
+    first = FakeQuark()
+    run(settings(tmp_path, n_trials=2), first)
+    assert len(first.quantized) == 6 + 2
+    second = FakeQuark()
+    search, _ = run(settings(tmp_path, n_trials=5), second)
+    assert len(complete(search.sampler_study)) == 5 and len(complete(search.grid_study)) == 6
+    assert len(second.quantized) <= 3 and all(c["activation"] == "Int16Spec" for c in second.quantized)
+    again = Search(settings(tmp_path, n_trials=5))
+    assert again.budget_reached()
+    third = FakeQuark()
+    run(settings(tmp_path, n_trials=5), third)
+    assert third.quantized == []
+
+
+def test_a_repeated_configuration_is_answered_from_the_study_naming_the_trial_really_quantized(tmp_path: Path) -> None:
+    space = {"activation": ["XInt8Spec", "Int8Spec"], "cle_algo": [None]}
+    fake = FakeQuark()
+    search, _ = run(settings(tmp_path, search_space=space, two_stage=False, n_trials=6, sampler="Random"), fake)
+    trials = complete(search.sampler_study)
+    assert len(trials) == 6 and len(fake.quantized) == len({json.dumps(c) for c in fake.quantized}) <= 2
+    quantized = {t.number for t in trials if contract.ATTR_REUSED_FROM not in t.user_attrs}
+    reused = [t for t in trials if contract.ATTR_REUSED_FROM in t.user_attrs]
+    assert len(reused) == 6 - len(fake.quantized)
+    for t in reused:
+        assert t.user_attrs[contract.ATTR_REUSED_FROM] in quantized
+        source = search.sampler_study.trials[t.user_attrs[contract.ATTR_REUSED_FROM]]
+        assert t.value == source.value and t.user_attrs[contract.ATTR_CONFIG] == source.user_attrs[contract.ATTR_CONFIG]
+
+
+def test_failures_are_recorded_and_counted_and_stop_the_search_at_max_failures(tmp_path: Path, capsys: Any) -> None:
+    fake = FakeQuark(fail_when=lambda config: config["activation"] == "XInt8Spec")
+    search, code = run(settings(tmp_path, n_trials=2), fake)
+    failed = [t for t in search.grid_study.get_trials() if t.state.name == "FAIL"]
+    assert code is None and len(failed) == 2 == search.failures()
+    assert {t.user_attrs[contract.ATTR_ERROR] for t in failed} == {"RuntimeError: quantizer exploded"}
+    assert not list(tmp_path.glob("quantized_model_grid_0.onnx"))  # a failed trial leaves no model
+    assert len(complete(search.sampler_study)) == 2
+
+    always = FakeQuark(fail_when=lambda config: True)
+    (tmp_path / "x").mkdir()
+    stopped, _ = run(settings(tmp_path / "x", max_failures=3), always)
+    assert stopped.failures() == 3 and not stopped.trials("COMPLETE")
+    assert "stopping: 3 trials failed (max_failures 3)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        write_best(stopped)
+    assert stop.value.code == contract.EXIT_USAGE
+
+
+def test_ctrl_c_marks_the_trial_interrupted_not_failed_and_a_rerun_resumes(tmp_path: Path) -> None:
+    search, code = run(settings(tmp_path), FakeQuark(interrupt_at=2))
+    assert code == contract.EXIT_INTERRUPTED
+    interrupted = [t for t in search.grid_study.get_trials() if t.state.name == "FAIL"]
+    assert [t.user_attrs.get(contract.ATTR_INTERRUPTED) for t in interrupted] == [True] and search.failures() == 0
+    resumed = FakeQuark()
+    search, code = run(settings(tmp_path), resumed)
+    assert code is None and len(resumed.quantized) == 4 + 4  # the 4 grid configs left, then the sampler trials
+    assert search.budget_reached()
+
+
+@pytest.mark.parametrize(("keep", "left"), [("best", 1), ("top-3", 3), ("all", 10)])
+def test_keep_models_prunes_all_but_the_best_and_never_the_winner(tmp_path: Path, keep: str, left: int) -> None:
+    search, _ = run(settings(tmp_path, keep_models=keep), FakeQuark())
+    models = sorted(p.name for p in tmp_path.glob("quantized_model_*.onnx"))
+    assert len(models) == left
+    best = search.ranked()[0]
+    assert best.user_attrs[contract.ATTR_MODEL] in models
+
+
+def test_best_config_and_best_model_name_the_best_trial_of_both_studies(tmp_path: Path) -> None:
+    search, _ = run(settings(tmp_path), FakeQuark())
+    summary = write_best(search)
+    saved = json.loads((tmp_path / contract.BEST_CONFIG_FILE).read_text())
+    best = min(search.trials("COMPLETE"), key=lambda t: t.value)
+    assert saved == summary and saved["value"] == best.value and saved["trial_number"] == best.number
+    assert saved["study"] == ("fake-grid" if saved["stage"] == "grid" else "fake")
+    assert (saved["trials_complete"], saved["grid_complete"], saved["trials_failed"]) == (4, 6, 0)
+    assert (tmp_path / contract.BEST_MODEL_FILE).read_bytes() == (tmp_path / saved["model"]).read_bytes()
+
+
+def test_maximize_ranks_the_highest_first(tmp_path: Path) -> None:
+    search, _ = run(settings(tmp_path, direction="maximize", two_stage=False, sampler="Grid", n_trials=4,
+                             search_space={"activation": SPACE["activation"], "cle_algo": ["cle", None]}), FakeQuark())
+    values = [t.value for t in search.ranked()]
+    assert values == sorted(values, reverse=True) and len(values) == 4
+    assert write_best(search)["value"] == max(values)
+
+
+def test_plots_are_written_for_the_study_that_holds_the_searched_trials(tmp_path: Path) -> None:
+    search, _ = run(settings(tmp_path, plots=True), FakeQuark())
+    path = write_plots(search)
+    assert path == tmp_path / "optimization_history.html" and "plotly" in path.read_text()[:5000].lower()
+
+
+def test_a_second_study_is_refused_when_resume_is_off(tmp_path: Path, capsys: Any) -> None:
+    run(settings(tmp_path, n_trials=1), FakeQuark())
+    with pytest.raises(SystemExit):
+        Search(settings(tmp_path, resume=False))
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_suggest_config_follows_quark_order_and_conditions() -> None:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(8):
+        trial = study.ask()
+        config = suggest_config(trial, SPACE)
+        algorithm = config["algorithms"]
+        assert set(config) == {"activation", "activation_params", "cle_algo", "algorithms", f"{algorithm}_params",
+                               "OptimizeModel"}
+        assert f"{algorithm}_params_num_iterations" in trial.params
+        assert nested_from_flat(SPACE, trial.params) == config
+        study.tell(trial, 0.0)
+
+
+def test_the_pinned_stage2_space_keeps_every_setting_of_the_winner() -> None:
+    winner = {"activation": "Int8Spec", "activation_params": {"symmetric": True}, "cle_algo": None,
+              "OptimizeModel": True}
+    space = pinned_stage2_space(SPACE, winner)
+    assert list(space) == ["algorithms", "adaround_params", "adaquant_params", "activation", "activation_params",
+                           "cle_algo", "OptimizeModel"]
+    assert space["cle_algo"] == [None] and space["OptimizeModel"] == [True]  # Quark's own drops these (F4)
+    assert space["activation_params"] == {"symmetric": [True], "only_if": "activation"}
+
+
+def test_the_runtime_and_every_golden_settings_script_pass_the_linter() -> None:
+    targets = [str(REPO / "compiler" / "runtime"), *map(str, sorted((REPO / "golden").glob("*/expected/*.py")))]
+    assert len(targets) > 10
+    linted = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "F,E9,B", *targets],
+                            capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_the_runtime_imports_only_the_standard_library_at_import_time() -> None:
+    code = ("import sys, compiler.runtime.launch, compiler.runtime.engine_qas, compiler.runtime.engine_autosearchpro;"
+            "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch') if m in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
