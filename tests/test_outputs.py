@@ -17,8 +17,7 @@ from compiler.pipeline import compile_spec
 from compiler.render import script_is_hand_edited
 from compiler.resources import load_schema
 
-from .conftest import EXAMPLE_DIR, REPO
-from .test_golden import target_env
+from .conftest import EXAMPLE_DIR, REPO, target_env
 
 OK_CASES = sorted(p.parent.parent.name for p in (REPO / "golden").glob("*/expected/run_manifest.yaml"))
 
