@@ -1,16 +1,25 @@
-"""Shared test fixtures: the --update-golden flag, paths, and a compile-to-memory helper."""
+"""Shared test helpers: the --update-golden flag, paths, fixtures and the helpers more than one test module uses.
+
+A helper that a second test module needs lives here; test modules import only from .conftest,
+never from each other (tests/test_layout.py checks it).
+"""
 
 from __future__ import annotations
 
 import ast
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from compiler.environment import Environment, load_target
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = REPO / "specs" / "example"
+GOLDEN = REPO / "golden"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -58,3 +67,32 @@ def settings_from_script(text: str, script: Path) -> Any:
     call = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Settings")
     values = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg != "script"}
     return Settings(script=str(script), **values)
+
+
+def target_env(case_dir: Path) -> Environment:
+    """The case's own target_env.json, else golden/target_env.json: golden output never depends on this machine."""
+    own = case_dir / "target_env.json"
+    env = load_target(own if own.is_file() else GOLDEN / "target_env.json")
+    assert not isinstance(env, str), env
+    return env
+
+
+def qas(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`qas <args>` in a subprocess with this interpreter, output captured as text."""
+    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def compile_and_run(spec: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """`qas compile spec`, then run the script it wrote; both must succeed. Returns the output folder and the run."""
+    compiled = subprocess.run([sys.executable, "-m", "compiler", "compile", str(spec)], capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr
+    out = spec.parent / "autosearch_output"
+    script = next(out.glob("*_autosearch.py"))
+    return out, run_script(script)
+
+
+def run_script(script: Path) -> subprocess.CompletedProcess:
+    """Run a compiled search script from its spec's folder; it must exit 0 (the tails of its output say why not)."""
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=script.parent.parent)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    return ran

@@ -9,11 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
-
-
-def qas(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd)
+from .conftest import REPO, qas
 
 
 def test_compile_writes_four_files_and_the_runtime_and_rerun_is_a_no_op(example_copy: Path) -> None:

@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 
+from .conftest import compile_and_run, run_script
+
 pytest.importorskip("quark.onnx")
-
-
-def compile_and_run(spec: Path) -> tuple[Path, subprocess.CompletedProcess]:
-    compiled = subprocess.run([sys.executable, "-m", "compiler", "compile", str(spec)], capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr
-    out = spec.parent / "autosearch_output"
-    script = next(out.glob("*_autosearch.py"))
-    return out, run_script(script)
-
-
-def run_script(script: Path) -> subprocess.CompletedProcess:
-    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=script.parent.parent)
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    return ran
 
 
 def complete_trials(db: Path) -> list[tuple[int, float]]:

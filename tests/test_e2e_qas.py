@@ -15,8 +15,7 @@ import onnx
 import optuna
 import pytest
 
-from .conftest import EXAMPLE_DIR
-from .test_e2e import compile_and_run, run_script
+from .conftest import EXAMPLE_DIR, compile_and_run, run_script
 
 pytest.importorskip("quark.onnx")
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from .conftest import REPO
-from .test_cli import qas
+from .conftest import REPO, qas
 
 
 @pytest.fixture(scope="module")

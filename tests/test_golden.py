@@ -13,23 +13,13 @@ from pathlib import Path
 import pytest
 
 from compiler.diagnostics import to_text
-from compiler.environment import Environment, load_target
 from compiler.pipeline import compile_spec
 from compiler.runtime.contract import RUNTIME_PACKAGE
 from compiler.summary import plan_summary, summary_text
 
-from .conftest import REPO
+from .conftest import GOLDEN, target_env
 
-GOLDEN = REPO / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "spec.yaml").is_file())
-
-
-def target_env(case_dir: Path) -> Environment:
-    """The case's own target_env.json, else golden/target_env.json: golden output never depends on this machine."""
-    own = case_dir / "target_env.json"
-    env = load_target(own if own.is_file() else GOLDEN / "target_env.json")
-    assert not isinstance(env, str), env
-    return env
 
 
 def rendered(case_dir: Path) -> dict[str, str]:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 from compiler.pipeline import compile_spec
 
-from .conftest import REPO
-from .test_golden import target_env
+from .conftest import REPO, target_env
 
 
 def test_the_readme_spec_validates_beside_the_example_model(example_copy: Path) -> None:
