@@ -20,6 +20,7 @@ from .checks import fail
 from .files import write_json
 from .settings import Settings
 from .space import config_key, pinned_stage2_space, stage_configs, suggest_config
+from .stopping import TrialTimer
 
 Quantize = Callable[[dict[str, Any], Path], None]  # (nested config, output path): writes the quantized model
 Score = Callable[[Path], float]  # a quantized model's path in; its objective value out
@@ -35,8 +36,8 @@ class Search:
         self.settings = settings
         self.quantize: Quantize | None = None  # set by attach(), once there is a trial to run
         self.score: Score | None = None
-        storage = settings.storage_url
         db = settings.path(settings.study_db)
+        storage = self.storage = optuna.storages.RDBStorage(settings.storage_url)
         names = {s.study_name for s in optuna.get_all_study_summaries(storage)} if db.exists() else set()
         if names & {settings.study_name, settings.grid_study_name} and not settings.resume:
             fail(f"study {settings.study_name!r} already exists in {db}; set output.resume: true or move it away")
@@ -45,6 +46,21 @@ class Search:
                                                  sampler=self._sampler(len(self._trials_of(settings.study_name))))
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
                                               direction=settings.direction, load_if_exists=True)
+        stale = self.fail_running("its process ended without finishing it (killed, or the machine stopped)")
+        if stale:
+            print(f"qas: {stale} trial(s) left RUNNING by an earlier run were marked interrupted")
+
+    def fail_running(self, reason: str) -> int:
+        """Mark every RUNNING trial FAIL and interrupted (not a failure); the count out.
+
+        Called only while this process holds the study lock (launch.py), so no live process owns them.
+        """
+        running = [t for t in self.trials("RUNNING")]
+        for t in running:
+            self.storage.set_trial_user_attr(t._trial_id, contract.ATTR_INTERRUPTED, True)
+            self.storage.set_trial_user_attr(t._trial_id, contract.ATTR_ERROR, f"interrupted: {reason}")
+            self.storage.set_trial_state_values(t._trial_id, self.optuna.trial.TrialState.FAIL)
+        return len(running)
 
     def _trials_of(self, name: str) -> list[Any]:
         try:
@@ -90,8 +106,9 @@ class Search:
         trial.set_user_attr(contract.ATTR_CONFIG, config)
         trial.set_user_attr(contract.ATTR_MODEL, model.name)
         try:
-            self.quantize(config, model)
-            value = self.score(model)
+            with TrialTimer(self.settings.trial_timeout):
+                self.quantize(config, model)
+                value = self.score(model)
         except KeyboardInterrupt:
             trial.set_user_attr(contract.ATTR_INTERRUPTED, True)
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
@@ -183,6 +200,7 @@ class Search:
                     fail("no grid-stage trial completed, so the sampler stage has no settings to start from")
                 self.sampler_stage(space)
         except KeyboardInterrupt:
+            self.fail_running("stopped by a signal between trials")  # a trial asked but not yet begun
             done = len(self.trials("COMPLETE"))
             print(f"qas: interrupted after {done} completed trials; re-run to resume", file=sys.stderr)
             return contract.EXIT_INTERRUPTED

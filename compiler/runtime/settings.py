@@ -39,6 +39,7 @@ class Settings:
     search_space: dict[str, Any]  # Quark's grammar, in Quark's order
     max_failures: int = contract.DEFAULT_MAX_FAILURES
     keep_models: str = "all"  # all | best | top-K
+    trial_timeout: float | None = None  # seconds a trial may run before it is stopped and failed
     keep_float: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "op_types": [], "subgraphs": []})
 
     @property
