@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .budget import Budget
 from .model import Spec
-from .passes.budget import Budget
-from .passes.data import sample_counts
-from .passes.resolve import merged_space
 from .requirements import accelerator_of
+from .resolved import merged_space, sample_counts
 from .resources import load_data
 from .spacemath import ALGORITHM_GROUPS
 

@@ -13,13 +13,10 @@ from .cost import TimeEstimate, estimate
 from .environment import Environment, describe
 from .images import resolved
 from .model import DEFAULT_MAX_FAILURES, ReaderSpec, Spec
-from .passes.budget import Budget, count_budget, external_data_path
-from .passes.data import sample_counts
-from .passes.intake import analysis
-from .passes.device import torch_device
-from .passes.metric import direction
-from .passes.resolve import merged_space, spec_path, two_stage
+from .budget import Budget, count_budget, external_data_path
+from .intake import analysis
 from .requirements import requirements
+from .resolved import direction, merged_space, sample_counts, spec_path, torch_device, two_stage
 from .spacemath import with_device
 
 QAS_FORMAT = 1

@@ -15,8 +15,8 @@ from .diagnostics import Diagnostic, has_errors, sort_key
 from .lower import Plan, lower
 from .environment import Environment, current_environment
 from .passes import passes
-from .passes.resolve import spec_path
 from .render import render
+from .resolved import spec_path
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..diagnostics import Diagnostic, diag
+from ..intake import analysis
 from ..model import Spec
 from ..suggest import did_you_mean
-from .intake import analysis
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
     if spec.search.engine != "qas":

@@ -1,4 +1,4 @@
-"""Metric/direction pass: Spec in; QAS501 out. `direction` derives the objective's direction.
+"""Metric/direction pass: Spec in; QAS501 out. `resolved.direction` derives the objective's direction.
 
 Built-in distances (L2, L1) minimize; cos, psnr and ssim maximize, and Quark's grid stage always
 takes the minimum (QUARK-FACTS F5), so with engine autosearchpro they cannot use Grid or two-stage search. A user evaluator
@@ -12,14 +12,7 @@ from collections.abc import Iterator
 
 from ..diagnostics import Diagnostic, diag
 from ..model import Spec
-from .resolve import two_stage
-
-MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
-
-
-def direction(spec: Spec) -> str:
-    """'maximize' for cos/psnr/ssim; 'minimize' for L1/L2 and for every user evaluator (see module doc)."""
-    return "maximize" if spec.evaluation.metric in MAXIMIZED_METRICS else "minimize"
+from ..resolved import MAXIMIZED_METRICS, two_stage
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
