@@ -13,7 +13,6 @@ from typing import Any
 from .diagnostics import YamlPath
 
 DEFAULT_OUTPUT_DIR = "autosearch_output"
-DEFAULT_MAX_FAILURES = 5
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class SearchSpec:
     allow_over_200_trials: bool = False
     two_stage: bool | None = None  # None: the preset's own setting (false for a custom space)
     engine: str = "qas"  # "qas" (qas's own Optuna loop) | "autosearchpro" (Quark's run())
-    max_failures: int | None = None  # None: DEFAULT_MAX_FAILURES (engine qas only)
+    max_failures: int | None = None  # None: contract.DEFAULT_MAX_FAILURES (resolved.max_failures applies it)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Facts resolved from a Spec alone: a Spec in; paths, the merged space, two-stage, device, direction and sample counts out.
+"""Facts resolved from a Spec alone: a Spec in; paths, the merged space, two-stage, device, direction, engine and defaults out.
 
 Pure functions, shared by the passes (which judge them) and by `facts.derive` (which records them
 once for lowering); nothing here reports a diagnostic.
@@ -14,6 +14,7 @@ from typing import Any
 from .images import image_files
 from .model import Spec
 from .presets import preset_config
+from .runtime.contract import DEFAULT_MAX_FAILURES, ENGINES, Engine
 from .samples import sample_files
 
 MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
@@ -68,6 +69,16 @@ def direction(spec: Spec) -> str:
     the score so that this is right for `higher_is_better` either way.
     """
     return "maximize" if spec.evaluation.metric in MAXIMIZED_METRICS else "minimize"
+
+
+def engine(spec: Spec) -> Engine:
+    """The contract's record of the spec's search engine."""
+    return ENGINES[spec.search.engine]
+
+
+def max_failures(spec: Spec) -> int:
+    """The spec's max_failures, or the contract's default when it writes none."""
+    return spec.search.max_failures if spec.search.max_failures is not None else DEFAULT_MAX_FAILURES
 
 
 def sample_counts(spec: Spec) -> dict[str, int | None]:
