@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .intake import analysis
 from .model import Spec
-from .resolved import merged_space, sample_counts, spec_path, two_stage
+from .resolved import engine, merged_space, sample_counts, spec_path, two_stage
+from .runtime.contract import BEST_MODEL_FILE
 from .spacemath import count_configs, optuna_distinct, quark_discrete_size, stage1_space, stage2_template
 
 
@@ -56,9 +57,10 @@ def output_dump_bytes(spec: Spec) -> tuple[int, bool]:
     """Bytes of Quark's built-in-metric output dumps, and whether that is only a lower bound.
 
     Quark saves every evaluation sample's outputs of the float model as .npy in temp_dir, and the
-    same for each quantized model while it is scored (removed after). A custom evaluator dumps nothing.
+    same for each quantized model while it is scored (removed after). A custom evaluator dumps
+    nothing, nor does an engine that keeps outputs in memory.
     """
-    if spec.evaluation.metric is None or spec.search.engine == "qas":  # engine qas keeps outputs in memory
+    if spec.evaluation.metric is None or engine(spec).keeps_outputs_in_memory:
         return 0, False
     per_sample, lower_bound = 0, False
     for out in analysis(spec)["outputs"]:
@@ -108,12 +110,13 @@ def count_budget(spec: Spec) -> Budget:
 
 def models_on_disk(spec: Spec, produced: int) -> int:
     """The most model files on disk at once: with keep_models pruning, the kept ones + the one being
-    scored; engine qas adds the best_model.onnx copy."""
-    if spec.search.engine != "qas":
-        return produced
-    keep = spec.output.keep_models
-    kept = produced if keep == "all" else 1 if keep == "best" else int(keep.split("-", 1)[1])
-    return min(produced, kept + 1) + 1
+    scored; plus the winner's copy for an engine that writes best_model.onnx."""
+    record = engine(spec)
+    if record.keep_models:
+        keep = spec.output.keep_models
+        kept = produced if keep == "all" else 1 if keep == "best" else int(keep.split("-", 1)[1])
+        produced = min(produced, kept + 1)
+    return produced + (1 if BEST_MODEL_FILE in record.writes else 0)
 
 
 def gb(n: int) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from ..budget import Budget, count_budget, gb
 from ..diagnostics import Diagnostic, diag
 from ..model import Spec
-from ..resolved import merged_space, spec_path, two_stage
+from ..resolved import engine, merged_space, quark_runs_search, spec_path, two_stage
 
 MAX_TRIALS_WITHOUT_OPT_IN = 200
 LARGE_DISK_BYTES = 100 * 10**9
@@ -41,7 +41,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         yield diag("QAS403", f"the sampler can draw only {int(b.distinct_configs)} distinct configurations, "
                              f"but n_trials is {n}: the rest would repeat", trials_at,
                    hint=f"set n_trials: {int(b.distinct_configs)}, or add a continuous range to a group")
-    if spec.search.engine == "autosearchpro" and spec.search.sampler != "Grid" and b.quark_would_run < n <= b.distinct_configs:
+    clamped = spec.search.sampler != "Grid" and b.quark_would_run < n <= b.distinct_configs
+    if clamped and quark_runs_search(engine(spec)):
         yield diag("QAS402", f"Quark would clamp n_trials {n} to {b.quark_would_run} (its space size ignores "
                              f"continuous ranges); the script restores {n}", trials_at)
     yield from _check_disk(spec, b)
