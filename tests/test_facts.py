@@ -6,7 +6,6 @@ import ast
 import copy
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
