@@ -1,4 +1,4 @@
-"""The rough time estimate: a Spec and its Budget in, seconds per trial class and a total range out.
+"""The rough time estimate: the spec's Facts in, seconds per trial class and a total range out.
 
 A trial is one calibration + quantization, plus AdaRound/AdaQuant iterations when the sampled
 config has an algorithm. Constants and where they come from: compiler/data/cost_model.json.
@@ -9,11 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .model import Spec
-from .passes.budget import Budget
-from .passes.data import sample_counts
-from .passes.resolve import merged_space
-from .requirements import accelerator_of
+from .facts import Facts
 from .resources import load_data
 from .spacemath import ALGORITHM_GROUPS
 
@@ -39,17 +35,19 @@ def _max_iterations(group: dict[str, Any]) -> int:
     return best or 1000  # Quark's default num_iterations
 
 
-def estimate(spec: Spec, budget: Budget) -> TimeEstimate:
+def estimate(facts: Facts) -> TimeEstimate:
+    """Reads the space, the budget, the calibration sample count and whether the device is a GPU."""
     c = load_data("cost_model.json")
-    gpu = accelerator_of(spec.device) != "cpu"
+    budget = facts.budget
+    gpu = facts.torch_device != "cpu"
     mb = budget.model_bytes / 1e6
-    samples = sample_counts(spec)["calibration"]
+    samples = facts.samples["calibration"]
     assumed = samples is None
     samples = c["unknown_samples"]["value"] if samples is None else samples
     calibration = c["calibration_s_per_sample_mb"]["value"] * samples * mb
     plain = c["plain_trial_overhead_s"]["value"] + calibration / (c["gpu_speedup"]["calibration"] if gpu else 1)
     per_trial, iterations = {"plain": plain}, {}
-    space = merged_space(spec)
+    space = facts.space  # device fields set: they do not change the iteration counts
     choices = space.get("algorithms") or []
     for algorithm, group_name in ALGORITHM_GROUPS.items():
         if algorithm in choices:

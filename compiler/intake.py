@@ -1,15 +1,19 @@
-"""Model intake facts: an ONNX path in, the model_analysis.json content (a plain dict) out.
+"""Model intake facts: an ONNX path (or a Spec) in, the model_analysis.json content (a plain dict) out.
 
-Pure reading; deciding what is an error is the intake pass's job.
+Pure reading; deciding what is an error is the intake pass's job. `analysis(spec)` caches per file
+version, so that the passes and `facts.derive` read the model once.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .model import Spec
 from .onnx_proto import EXTERNAL, TENSOR_TYPES, load_model
+from .resolved import spec_path
 
 TWO_GB = 2 * 1024**3
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
@@ -111,3 +115,17 @@ def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
                       "message": f"default-domain opset {opset} is below 13; Quark's per-channel and QDQ passes expect 13+",
                       "hint": "convert it first, e.g. onnx.version_converter.convert_version(model, 17)"})
     return found
+
+
+@lru_cache(maxsize=8)
+def _cached(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    facts = analyze_model(Path(path))
+    facts["risks"] = risks(facts)
+    return facts
+
+
+def analysis(spec: Spec) -> dict[str, Any]:
+    """The spec's model facts with their risks; raises onnx_proto.NotOnnx for a file that is not a model."""
+    path = spec_path(spec, spec.model)
+    stat = path.stat()
+    return _cached(str(path), stat.st_mtime_ns, stat.st_size)

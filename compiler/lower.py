@@ -1,29 +1,26 @@
-"""Lowering: a checked Spec and its target Environment in, a render-ready Plan out (everything resolved, every Quark key explicit)."""
+"""Lowering: a checked Spec, its derived Facts and the target Environment in, a render-ready Plan out.
+
+Everything is already resolved in the Facts (`facts.derive`); lowering only arranges it for the
+templates: paths relative to the output dir, every Quark key explicit.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
+from .budget import Budget
 from .cost import TimeEstimate, estimate
 from .environment import Environment, describe
+from .facts import Facts, ReaderFacts, sha256_text
 from .images import resolved
-from .model import DEFAULT_MAX_FAILURES, ReaderSpec, Spec
-from .passes.budget import Budget, count_budget, external_data_path
-from .passes.data import sample_counts
-from .passes.intake import analysis
-from .passes.device import torch_device
-from .passes.metric import direction
-from .passes.resolve import merged_space, spec_path, two_stage
+from .model import ReaderSpec, Spec
 from .requirements import requirements
-from .spacemath import with_device
 
 QAS_FORMAT = 1
-
 
 
 @dataclass(frozen=True)
@@ -100,87 +97,62 @@ class Plan:
         return data
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _rel(path: Path, out_abs: Path) -> str:
+    return os.path.relpath(path, out_abs).replace(os.sep, "/")
 
 
-def canonical_hash(value: Any) -> str:
-    """A hash of a JSON value that keeps key order (order matters in Quark's grammar)."""
-    return sha256_text(json.dumps(value, separators=(",", ":"), ensure_ascii=True))
-
-
-def _rel(spec: Spec, relative: str, out_abs: str) -> str:
-    return os.path.relpath(spec_path(spec, relative), out_abs).replace(os.sep, "/")
-
-
-def _reader(spec: Spec, r: ReaderSpec, out_abs: str) -> ReaderPlan:
+def _reader(r: ReaderSpec, found: ReaderFacts, out_abs: Path) -> ReaderPlan:
     if r.folder is not None:
-        return ReaderPlan(kind="folder", folder=_rel(spec, r.folder, out_abs), limit=r.limit,
+        return ReaderPlan(kind="folder", folder=_rel(found.path, out_abs), limit=r.limit,
                           file=None, name=None, args={})
     if r.images is not None:
-        only_input = analysis(spec)["inputs"][0]["name"]  # the data pass checked there is exactly one
-        return ReaderPlan(kind="images", folder=_rel(spec, r.images, out_abs), limit=r.limit, file=None, name=None,
-                          args={}, preprocess=resolved(r.preprocess), input=only_input)
-    file, name = r.reader.rsplit(":", 1)
-    return ReaderPlan(kind="class", folder=None, limit=None, file=_rel(spec, file, out_abs), name=name,
-                      args=dict(r.args))
+        return ReaderPlan(kind="images", folder=_rel(found.path, out_abs), limit=r.limit, file=None, name=None,
+                          args={}, preprocess=resolved(r.preprocess), input=found.input)
+    return ReaderPlan(kind="class", folder=None, limit=None, file=_rel(found.path, out_abs),
+                      name=r.reader.rsplit(":", 1)[1], args=dict(r.args))
 
 
-def study_name(spec: Spec, space: dict[str, Any]) -> str:
-    """Engine qas names the study by the resolved space, so a changed space starts a new study."""
-    base = spec.output.study_name or spec.name
-    return f"{base}-{canonical_hash(space)[:12]}" if spec.search.engine == "qas" else base
-
-
-def lower(spec: Spec, env: Environment) -> Plan:
-    out_abs = str(spec_path(spec, spec.output.dir))
-    budget = count_budget(spec)
-    device_for_torch = torch_device(spec.device)
-    space = with_device(merged_space(spec), device_for_torch)
+def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
+    out_abs = facts.output_dir
     ev = spec.evaluation
-    evaluator_file = evaluator_function = None
-    if ev.evaluator is not None:
-        file, evaluator_function = ev.evaluator.rsplit(":", 1)
-        evaluator_file = _rel(spec, file, out_abs)
-    ext = external_data_path(spec)
-    temp_dir = _rel(spec, spec.output.temp_dir, out_abs) if spec.output.temp_dir else "tmp"
+    needs = requirements(spec)
     return Plan(
         spec_file=spec.file.name,
-        spec_rel=os.path.relpath(spec.file, out_abs).replace(os.sep, "/"),
+        spec_rel=_rel(spec.file, out_abs),
         spec_hash=sha256_text(spec.text),
         name=spec.name,
-        engine=spec.search.engine,
-        model=_rel(spec, spec.model, out_abs),
-        external_data=os.path.relpath(ext, out_abs).replace(os.sep, "/") if ext else None,
-        calibration=_reader(spec, spec.calibration, out_abs),
-        eval_data=_reader(spec, ev.data, out_abs) if ev.data is not None else None,
+        engine=facts.engine.name,
+        model=_rel(facts.model, out_abs),
+        external_data=_rel(facts.external_data, out_abs) if facts.external_data else None,
+        calibration=_reader(spec.calibration, facts.calibration, out_abs),
+        eval_data=_reader(ev.data, facts.eval_data, out_abs) if ev.data is not None else None,
         metric=ev.metric,
-        evaluator_file=evaluator_file,
-        evaluator_function=evaluator_function,
+        evaluator_file=_rel(facts.evaluator, out_abs) if facts.evaluator is not None else None,
+        evaluator_function=ev.evaluator.rsplit(":", 1)[1] if ev.evaluator is not None else None,
         higher_is_better=ev.higher_is_better,
-        direction=direction(spec),
+        direction=facts.direction,
         preset=spec.search.preset,
-        space_hash=canonical_hash(space),
-        space=space,
+        space_hash=facts.space_hash,
+        space=facts.space,
         sampler=spec.search.sampler,
         seed=spec.search.seed,
-        two_stage=two_stage(spec),
-        budget=budget,
-        time_estimate=estimate(spec, budget),
+        two_stage=facts.two_stage,
+        budget=facts.budget,
+        time_estimate=estimate(facts),
         device=spec.device,
-        torch_device=device_for_torch,
-        output_dir=os.path.relpath(out_abs, spec.workspace).replace(os.sep, "/"),
-        temp_dir=temp_dir,
+        torch_device=facts.torch_device,
+        output_dir=_rel(out_abs, spec.workspace),
+        temp_dir=_rel(facts.temp_dir, out_abs),
         plots=spec.output.plots,
-        study_name=study_name(spec, space),
-        study_db=f"{spec.name}_study.db",
+        study_name=facts.study_name,
+        study_db=facts.study_file,
         resume=spec.output.resume,
-        script=f"{spec.name}_autosearch.py",
-        max_failures=spec.search.max_failures if spec.search.max_failures is not None else DEFAULT_MAX_FAILURES,
+        script=facts.script_file,
+        max_failures=facts.max_failures,
         keep_models=spec.output.keep_models,
         keep_float={"nodes": list(spec.keep_float.nodes), "op_types": list(spec.keep_float.op_types),
                     "subgraphs": [list(p) for p in spec.keep_float.subgraphs]},
-        requirements=requirements(spec),
-        environment=describe(env, list(requirements(spec))),
-        model_analysis={**analysis(spec), "samples": sample_counts(spec)},
+        requirements=needs,
+        environment=describe(env, list(needs)),
+        model_analysis={**facts.analysis, "samples": facts.samples},
     )

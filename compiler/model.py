@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from .diagnostics import YamlPath
+from .runtime.contract import DEFAULT_ENGINE
 
 DEFAULT_OUTPUT_DIR = "autosearch_output"
-DEFAULT_MAX_FAILURES = 5
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ class SearchSpec:
     seed: int = 0
     allow_over_200_trials: bool = False
     two_stage: bool | None = None  # None: the preset's own setting (false for a custom space)
-    engine: str = "qas"  # "qas" (qas's own Optuna loop) | "autosearchpro" (Quark's run())
-    max_failures: int | None = None  # None: DEFAULT_MAX_FAILURES (engine qas only)
+    engine: str = DEFAULT_ENGINE  # "qas" (qas's own Optuna loop) | "autosearchpro" (Quark's run())
+    max_failures: int | None = None  # None: contract.DEFAULT_MAX_FAILURES (resolved.max_failures applies it)
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         path=("search",), n_trials=s["n_trials"], preset=s.get("preset"), space=s.get("space"),
         override=s.get("override"), sampler=s.get("sampler", "TPE"), seed=s.get("seed", 0),
         allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
-        engine=s.get("engine", "qas"), max_failures=s.get("max_failures"),
+        engine=s.get("engine", DEFAULT_ENGINE), max_failures=s.get("max_failures"),
     )
     o = data.get("output", {})
     output = OutputSpec(

@@ -1,7 +1,8 @@
 """The compile pipeline: a spec path in; located diagnostics, and rendered files when clean, out.
 
-load -> schema -> model -> passes (in order) -> lower -> render. It stops after the first stage
-or pass that reports an error. Writing is the caller's (see emit).
+load -> schema -> model -> passes (in order) -> facts -> lower -> render. It stops after the first
+stage or pass that reports an error; the facts are derived once, after every pass is clean. Writing
+is the caller's (see emit).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from pathlib import Path
 
 from . import model, schema, source
 from .diagnostics import Diagnostic, has_errors, sort_key
-from .lower import Plan, lower
 from .environment import Environment, current_environment
+from .facts import Facts, derive
+from .lower import Plan, lower
 from .passes import passes
-from .passes.resolve import spec_path
 from .render import render
 
 
@@ -23,6 +24,7 @@ from .render import render
 class Result:
     spec_file: Path
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    facts: Facts | None = None
     plan: Plan | None = None
     files: dict[str, str] = field(default_factory=dict)
     out_dir: Path | None = None
@@ -44,7 +46,8 @@ def _locate(doc: source.Document, found: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def analyze(spec_file: Path, env: Environment | None = None) -> tuple[Result, source.Document | None, model.Spec | None]:
-    """Run every checking stage against `env` (default: this interpreter, probed); the Spec only when clean."""
+    """Run every checking stage against `env` (default: this interpreter, probed); the Spec (and
+    `result.facts`) only when clean."""
     spec_file = Path(os.path.abspath(spec_file))
     env = env if env is not None else current_environment()
     result = Result(spec_file=spec_file, environment=env)
@@ -64,7 +67,8 @@ def analyze(spec_file: Path, env: Environment | None = None) -> tuple[Result, so
             result.diagnostics = _locate(doc, diagnostics)
             return result, doc, None
     result.diagnostics = _locate(doc, diagnostics)
-    result.out_dir = spec_path(spec, spec.output.dir)
+    result.facts = derive(spec)
+    result.out_dir = result.facts.output_dir
     return result, doc, spec
 
 
@@ -73,6 +77,7 @@ def compile_spec(spec_file: Path, env: Environment | None = None) -> Result:
     result, _doc, spec = analyze(spec_file, env)
     if spec is None:
         return result
-    result.plan = lower(spec, result.environment)
+    assert result.facts is not None and result.environment is not None
+    result.plan = lower(spec, result.facts, result.environment)
     result.files = render(result.plan)
     return result

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .budget import gb
 from .cost import duration
 from .lower import Plan
-from .passes.budget import gb
 
 
 def plan_summary(plan: Plan) -> dict[str, Any]:

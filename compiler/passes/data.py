@@ -14,26 +14,11 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, YamlPath, diag
 from ..images import IMAGE_SUFFIXES, INTEGER_DTYPES, channels, image_files, image_problem, tensor_header
+from ..intake import analysis
 from ..model import PreprocessSpec, ReaderSpec, Spec
+from ..resolved import spec_path
 from ..samples import read_headers, sample_files
 from ..suggest import closest, did_you_mean
-from .intake import analysis
-from .resolve import spec_path
-
-
-def sample_counts(spec: Spec) -> dict[str, int | None]:
-    """Samples per reader (None for a user reader class: unknown until it runs)."""
-    counts: dict[str, int | None] = {}
-    for key, reader in (("calibration", spec.calibration), ("evaluation", spec.evaluation.data)):
-        if reader is None:
-            continue
-        if reader.folder is not None:
-            counts[key] = len(sample_files(spec_path(spec, reader.folder), reader.limit))
-        elif reader.images is not None:
-            counts[key] = len(image_files(spec_path(spec, reader.images), reader.limit))
-        else:
-            counts[key] = None
-    return counts
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:

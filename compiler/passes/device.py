@@ -14,13 +14,6 @@ from ..model import Spec
 from ..spacemath import ALGORITHM_GROUPS, DEVICE_FIELDS
 
 
-def torch_device(device: str) -> str:
-    """Spec device in, the torch device string out: ROCm builds of torch name their GPUs 'cuda'."""
-    if device.startswith("rocm:"):
-        return "cuda:" + device.split(":", 1)[1]
-    return device
-
-
 def check(spec: Spec) -> Iterator[Diagnostic]:
     s = spec.search
     written, base = (s.space, s.path + ("space",)) if s.space is not None else (s.override or {}, s.path + ("override",))

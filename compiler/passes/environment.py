@@ -17,6 +17,7 @@ from ..environment import Environment
 from ..model import Spec
 from ..requirements import (IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, ORT_PROVIDERS, PYTHON_RANGE, TORCH_INDEX,
                             accelerator_of, image_readers, install_command, requirements)
+from ..resolved import engine, quark_runs_search
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider")
 
@@ -57,7 +58,7 @@ def _gate_device(spec: Spec, env: Environment, accelerator: str, where: str) -> 
     at = ("device",)
     if accelerator == "cpu":
         gpu = [p for p in env.providers if p in GPU_PROVIDERS]
-        if gpu and spec.evaluation.metric is not None and spec.search.engine == "autosearchpro":
+        if gpu and spec.evaluation.metric is not None and quark_runs_search(engine(spec)):
             yield diag("QAS605", f"device is cpu, but onnxruntime in {where} has {', '.join(gpu)}: Quark's "
                                  "built-in metric runs its sessions on the GPU provider", at,
                        hint="use a CPU-only onnxruntime for a CPU search, or set device to the GPU")

@@ -1,7 +1,8 @@
-"""Keep-in-float pass: Spec in; QAS326 (needs engine qas) and QAS710 (names not in the model) out.
+"""Keep-in-float pass: Spec in; QAS326 (the engine does not support it) and QAS710 (names not in the model) out.
 
 Quark's AutoSearchPro excludes a single node at most (QUARK-FACTS F7); engine qas applies node names,
 op types and (start, end) subgraphs as declared, so each name must exist in the model's main graph.
+What each engine supports is its contract record (`runtime.contract.ENGINES`).
 """
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..diagnostics import Diagnostic, diag
+from ..intake import analysis
 from ..model import Spec
+from ..resolved import engine
+from ..runtime.contract import DEFAULT_ENGINE, ENGINES, Engine
 from ..suggest import did_you_mean
-from .intake import analysis
+
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
-    if spec.search.engine != "qas":
-        yield from _engine_only(spec)
+    record = engine(spec)
+    yield from _unsupported(spec, record)
+    if not record.keep_float or spec.keep_float.empty:
         return
     nodes = analysis(spec)["nodes"]
     names = [n["name"] for n in nodes]
@@ -41,13 +46,19 @@ def _unknown(kind: str, name: str, known: list[str], at) -> Diagnostic:
                 hint=did_you_mean(name, known) or "see `nodes` in model_analysis.json for the names")
 
 
-def _engine_only(spec: Spec) -> Iterator[Diagnostic]:
-    if not spec.keep_float.empty:
-        yield diag("QAS326", "keep_float needs engine qas: AutoSearchPro excludes at most one node (F7)",
-                   spec.keep_float.path, hint="remove search.engine (the default is qas)", at_key=True)
-    if spec.output.keep_models != "all":
-        yield diag("QAS326", "keep_models needs engine qas: AutoSearchPro keeps every model",
-                   spec.output.path + ("keep_models",), hint="remove search.engine (the default is qas)", at_key=True)
-    if spec.search.max_failures is not None:
-        yield diag("QAS326", "max_failures needs engine qas: AutoSearchPro stops at the first failing trial (F10)",
-                   spec.search.path + ("max_failures",), hint="remove search.engine (the default is qas)", at_key=True)
+def _engines_with(feature: str) -> str:
+    """The engines whose record supports `feature`, as 'qas' or 'a or b'."""
+    return " or ".join(name for name, record in ENGINES.items() if getattr(record, feature))
+
+
+def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
+    hint = f"remove search.engine (the default is {DEFAULT_ENGINE})"
+    if not record.keep_float and not spec.keep_float.empty:
+        yield diag("QAS326", f"keep_float needs engine {_engines_with('keep_float')}: AutoSearchPro excludes at most "
+                             "one node (F7)", spec.keep_float.path, hint=hint, at_key=True)
+    if not record.keep_models and spec.output.keep_models != "all":
+        yield diag("QAS326", f"keep_models needs engine {_engines_with('keep_models')}: AutoSearchPro keeps every "
+                             "model", spec.output.path + ("keep_models",), hint=hint, at_key=True)
+    if not record.max_failures and spec.search.max_failures is not None:
+        yield diag("QAS326", f"max_failures needs engine {_engines_with('max_failures')}: AutoSearchPro stops at the "
+                             "first failing trial (F10)", spec.search.path + ("max_failures",), hint=hint, at_key=True)

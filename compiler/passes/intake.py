@@ -1,35 +1,18 @@
 """Model intake pass: Spec in; QAS70x diagnostics out at the `model` line, from the model's own facts.
 
-The facts (model_analysis.json) come from `analysis(spec)`, cached per file version so that the pass
-and lowering read the model once.
+The facts (model_analysis.json) come from `intake.analysis(spec)`, cached per file version so that
+the passes and `facts.derive` read the model once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
 
 from ..diagnostics import Diagnostic, diag
-from ..intake import TWO_GB, analyze_model, risks
+from ..intake import TWO_GB, analysis
 from ..model import Spec
 from ..onnx_proto import NotOnnx
-from .resolve import spec_path
-
-
-@lru_cache(maxsize=8)
-def _cached(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
-    facts = analyze_model(Path(path))
-    facts["risks"] = risks(facts)
-    return facts
-
-
-def analysis(spec: Spec) -> dict[str, Any]:
-    """The model's facts with their risks; raises NotOnnx for a file that is not a model."""
-    path = spec_path(spec, spec.model)
-    stat = path.stat()
-    return _cached(str(path), stat.st_mtime_ns, stat.st_size)
+from ..resolved import spec_path
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:

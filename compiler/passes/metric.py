@@ -1,9 +1,9 @@
-"""Metric/direction pass: Spec in; QAS501 out. `direction` derives the objective's direction.
+"""Metric/direction pass: Spec in; QAS501 out. `resolved.direction` derives the objective's direction.
 
 Built-in distances (L2, L1) minimize; cos, psnr and ssim maximize, and Quark's grid stage always
-takes the minimum (QUARK-FACTS F5), so with engine autosearchpro they cannot use Grid or two-stage search. A user evaluator
-is always minimized as `baseline - score` by Quark (F6): the script orients the score so that this
-is right for `higher_is_better` either way.
+takes the minimum (QUARK-FACTS F5), so when Quark's own loop runs the search (engine autosearchpro)
+they cannot use Grid or two-stage search. A user evaluator is always minimized as `baseline - score`
+by Quark (F6): the script orients the score so that this is right for `higher_is_better` either way.
 """
 
 from __future__ import annotations
@@ -12,19 +12,12 @@ from collections.abc import Iterator
 
 from ..diagnostics import Diagnostic, diag
 from ..model import Spec
-from .resolve import two_stage
-
-MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
-
-
-def direction(spec: Spec) -> str:
-    """'maximize' for cos/psnr/ssim; 'minimize' for L1/L2 and for every user evaluator (see module doc)."""
-    return "maximize" if spec.evaluation.metric in MAXIMIZED_METRICS else "minimize"
+from ..resolved import MAXIMIZED_METRICS, engine, quark_runs_search, two_stage
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
     metric = spec.evaluation.metric
-    if metric not in MAXIMIZED_METRICS or spec.search.engine == "qas":  # engine qas ranks by direction everywhere
+    if metric not in MAXIMIZED_METRICS or not quark_runs_search(engine(spec)):  # qas's own loop ranks by direction
         return
     if spec.search.sampler == "Grid":
         yield diag("QAS501", f"metric {metric} is maximized, but Quark's Grid search always keeps the minimum "

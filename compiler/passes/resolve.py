@@ -1,54 +1,15 @@
 """Resolve pass: Spec in; QAS30x diagnostics out for presets, overrides and paths.
 
-Also holds the pure resolution helpers the later passes and lowering share: the merged
-search space (preset + override) and spec-relative paths.
+The resolution itself (merged space, spec-relative paths) is `compiler.resolved`'s.
 """
 
 from __future__ import annotations
 
-import copy
-import os
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 from ..diagnostics import Diagnostic, diag
 from ..model import ReaderSpec, Spec
-from ..presets import preset_config
-
-
-def spec_path(spec: Spec, relative: str) -> Path:
-    """A path written in the spec in, an absolute normalized path out (relative to the spec's folder)."""
-    return Path(os.path.normpath(spec.workspace / relative))
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Mappings merge key by key, anything else replaces; null removes the key. Inputs are not changed."""
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def merged_space(spec: Spec) -> dict[str, Any]:
-    """The search space as written: the custom space, or the preset's with the override merged on."""
-    if spec.search.space is not None:
-        return copy.deepcopy(spec.search.space)
-    base = preset_config(spec.search.preset)["search_space"]
-    return deep_merge(base, spec.search.override or {})
-
-
-def two_stage(spec: Spec) -> bool:
-    if spec.search.two_stage is not None:
-        return spec.search.two_stage
-    if spec.search.preset is not None:
-        return bool(preset_config(spec.search.preset)["two_stage_search"])
-    return False
+from ..resolved import spec_path
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:

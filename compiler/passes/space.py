@@ -12,10 +12,10 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, YamlPath, diag
 from ..model import Spec
+from ..resolved import merged_space, two_stage
 from ..resources import load_data
 from ..spacemath import FINETUNE_KEYS, is_range
 from ..suggest import did_you_mean
-from .resolve import merged_space, two_stage
 
 GROUPS = ("activation_params", "weight_params", "cle_params", "adaround_params", "adaquant_params")
 CHOICE_KEYS = ("activation", "weight", "algorithms", "cle_algo")

@@ -1,0 +1,102 @@
+"""Facts resolved from a Spec alone: a Spec in; paths, the merged space, two-stage, device, direction, engine and defaults out.
+
+Pure functions, shared by the passes (which judge them) and by `facts.derive` (which records them
+once for lowering); nothing here reports a diagnostic.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from .images import image_files
+from .model import Spec
+from .presets import preset_config
+from .runtime.contract import DEFAULT_MAX_FAILURES, ENGINES, QUARK_BEST_PARAMS_FILE, Engine
+from .samples import sample_files
+
+MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
+
+
+def spec_path(spec: Spec, relative: str) -> Path:
+    """A path written in the spec in, an absolute normalized path out (relative to the spec's folder)."""
+    return Path(os.path.normpath(spec.workspace / relative))
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key, anything else replaces; null removes the key. Inputs are not changed."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def merged_space(spec: Spec) -> dict[str, Any]:
+    """The search space as written: the custom space, or the preset's with the override merged on."""
+    if spec.search.space is not None:
+        return copy.deepcopy(spec.search.space)
+    base = preset_config(spec.search.preset)["search_space"]
+    return deep_merge(base, spec.search.override or {})
+
+
+def two_stage(spec: Spec) -> bool:
+    """The spec's two_stage, else the preset's own setting, else False (a custom space)."""
+    if spec.search.two_stage is not None:
+        return spec.search.two_stage
+    if spec.search.preset is not None:
+        return bool(preset_config(spec.search.preset)["two_stage_search"])
+    return False
+
+
+def torch_device(device: str) -> str:
+    """Spec device in, the torch device string out: ROCm builds of torch name their GPUs 'cuda'."""
+    if device.startswith("rocm:"):
+        return "cuda:" + device.split(":", 1)[1]
+    return device
+
+
+def direction(spec: Spec) -> str:
+    """'maximize' for cos/psnr/ssim; 'minimize' for L1/L2 and for every user evaluator.
+
+    Quark minimizes a user evaluator as `baseline - score` (QUARK-FACTS F6); the script orients
+    the score so that this is right for `higher_is_better` either way.
+    """
+    return "maximize" if spec.evaluation.metric in MAXIMIZED_METRICS else "minimize"
+
+
+def engine(spec: Spec) -> Engine:
+    """The contract's record of the spec's search engine."""
+    return ENGINES[spec.search.engine]
+
+
+def quark_runs_search(record: Engine) -> bool:
+    """True when Quark's own AutoSearchPro.run drives the search (its n_trials clamp, min-only grid and
+    built-in metric sessions apply); only that loop writes Quark's best_params.json."""
+    return QUARK_BEST_PARAMS_FILE in record.writes
+
+
+def max_failures(spec: Spec) -> int:
+    """The spec's max_failures, or the contract's default when it writes none."""
+    return spec.search.max_failures if spec.search.max_failures is not None else DEFAULT_MAX_FAILURES
+
+
+def sample_counts(spec: Spec) -> dict[str, int | None]:
+    """Samples per reader (None for a user reader class: unknown until it runs)."""
+    counts: dict[str, int | None] = {}
+    for key, reader in (("calibration", spec.calibration), ("evaluation", spec.evaluation.data)):
+        if reader is None:
+            continue
+        if reader.folder is not None:
+            counts[key] = len(sample_files(spec_path(spec, reader.folder), reader.limit))
+        elif reader.images is not None:
+            counts[key] = len(image_files(spec_path(spec, reader.images), reader.limit))
+        else:
+            counts[key] = None
+    return counts
