@@ -20,7 +20,6 @@ from .images import resolved
 from .model import ReaderSpec, Spec
 from .requirements import requirements
 
-QAS_FORMAT = 1
 
 
 @dataclass(frozen=True)

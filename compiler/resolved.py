@@ -14,7 +14,7 @@ from typing import Any
 from .images import image_files
 from .model import Spec
 from .presets import preset_config
-from .runtime.contract import DEFAULT_MAX_FAILURES, ENGINES, QUARK_BEST_PARAMS_FILE, Engine
+from .runtime.contract import DEFAULT_MAX_FAILURES, ENGINES, Engine
 from .samples import sample_files
 
 MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
@@ -78,8 +78,8 @@ def engine(spec: Spec) -> Engine:
 
 def quark_runs_search(record: Engine) -> bool:
     """True when Quark's own AutoSearchPro.run drives the search (its n_trials clamp, min-only grid and
-    built-in metric sessions apply); only that loop writes Quark's best_params.json."""
-    return QUARK_BEST_PARAMS_FILE in record.writes
+    built-in metric sessions apply)."""
+    return record.quark_loop
 
 
 def max_failures(spec: Spec) -> int:

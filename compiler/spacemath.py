@@ -10,7 +10,7 @@ import copy
 import math
 from typing import Any
 
-FINETUNE_KEYS = ("algorithms", "adaround_params", "adaquant_params")
+from .runtime.contract import FINETUNE_KEYS
 ALGORITHM_GROUPS = {"adaround": "adaround_params", "adaquant": "adaquant_params"}
 DEVICE_FIELDS = ("optim_device", "infer_device")
 

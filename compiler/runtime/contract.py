@@ -80,6 +80,7 @@ class Engine:
     space_in_study_name: bool  # the study name carries the space hash (a changed space starts a new study)
     grid_reruns_on_resume: bool  # a two-stage search re-runs its whole grid stage on every start
     keeps_outputs_in_memory: bool  # scores without Quark's float-output dumps on disk
+    quark_loop: bool  # Quark's own AutoSearchPro.run drives it (its clamp, min-only grid and metric sessions apply)
     writes: tuple[str, ...]  # files the search writes besides the study and the quantized models
     winner: str  # the winner's file name
     grid_winner: str  # the winner's file name when the search is grid-only
@@ -92,11 +93,11 @@ class Engine:
 ENGINES = {
     "qas": Engine(
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True,
-        space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True,
+        space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
         writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
-        space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False,
+        space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
         writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE),
         winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),
 }
