@@ -16,7 +16,7 @@ from typing import Any
 from .budget import Budget, count_budget, external_data_path
 from .intake import analysis
 from .model import ReaderSpec, Spec
-from .resolved import (direction, engine, max_failures, merged_space, sample_counts, spec_path, torch_device,
+from .resolved import (direction, engine, max_failures, merged_space, sample_counts, seconds, spec_path, torch_device,
                        two_stage)
 from .runtime.contract import STUDY_HASH_CHARS, Engine, script_file, study_file
 from .spacemath import with_device
@@ -50,6 +50,7 @@ class Facts:
     torch_device: str  # the declared device as torch names it (rocm:N -> cuda:N)
     direction: str  # "minimize" | "maximize"
     max_failures: int  # the spec's, else contract.DEFAULT_MAX_FAILURES
+    trial_timeout: float | None  # seconds; None: no limit
     study_name: str  # output.study_name or name; engines with space_in_study_name add the space hash
     study_file: str  # file name inside the output dir
     script_file: str  # file name inside the output dir
@@ -96,6 +97,7 @@ def derive(spec: Spec) -> Facts:
         torch_device=device,
         direction=direction(spec),
         max_failures=max_failures(spec),
+        trial_timeout=seconds(spec.search.trial_timeout),
         study_name=study_name(spec, record, space_hash),
         study_file=study_file(spec.name),
         script_file=script_file(spec.name),

@@ -68,6 +68,7 @@ class Plan:
     resume: bool
     script: str  # file name of the script inside the output dir
     max_failures: int  # engine qas: FAIL trials in the study before the search stops
+    trial_timeout: float | None  # engine qas: seconds a trial may run; None: no limit
     keep_models: str  # engine qas: "all" | "best" | "top-K"
     keep_float: dict[str, Any]  # engine qas: {"nodes": [...], "op_types": [...], "subgraphs": [[start, end]]}
     requirements: dict[str, str]
@@ -148,6 +149,7 @@ def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
         resume=spec.output.resume,
         script=facts.script_file,
         max_failures=facts.max_failures,
+        trial_timeout=facts.trial_timeout,
         keep_models=spec.output.keep_models,
         keep_float={"nodes": list(spec.keep_float.nodes), "op_types": list(spec.keep_float.op_types),
                     "subgraphs": [list(p) for p in spec.keep_float.subgraphs]},

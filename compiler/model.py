@@ -64,6 +64,7 @@ class SearchSpec:
     two_stage: bool | None = None  # None: the preset's own setting (false for a custom space)
     engine: str = DEFAULT_ENGINE  # "qas" (qas's own Optuna loop) | "autosearchpro" (Quark's run())
     max_failures: int | None = None  # None: contract.DEFAULT_MAX_FAILURES (resolved.max_failures applies it)
+    trial_timeout: float | str | None = None  # seconds, or "90s" / "10m" / "2h"; None: no limit
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         override=s.get("override"), sampler=s.get("sampler", "TPE"), seed=s.get("seed", 0),
         allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
         engine=s.get("engine", DEFAULT_ENGINE), max_failures=s.get("max_failures"),
+        trial_timeout=s.get("trial_timeout"),
     )
     o = data.get("output", {})
     output = OutputSpec(

@@ -87,6 +87,16 @@ def max_failures(spec: Spec) -> int:
     return spec.search.max_failures if spec.search.max_failures is not None else DEFAULT_MAX_FAILURES
 
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def seconds(duration: float | str | None) -> float | None:
+    """A duration as the schema allows it (a number of seconds, or "90s" / "10m" / "2h") in; seconds out."""
+    if duration is None or isinstance(duration, (int, float)):
+        return None if duration is None else float(duration)
+    return float(duration[:-1]) * DURATION_UNITS[duration[-1]]
+
+
 def sample_counts(spec: Spec) -> dict[str, int | None]:
     """Samples per reader (None for a user reader class: unknown until it runs)."""
     counts: dict[str, int | None] = {}

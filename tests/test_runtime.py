@@ -241,3 +241,46 @@ def test_the_runtime_imports_only_the_standard_library_at_import_time() -> None:
             "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch') if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
+
+
+def test_the_study_lock_refuses_a_second_holder_naming_the_first_and_frees_on_close(tmp_path: Path,
+                                                                                     capsys: Any) -> None:
+    from compiler.runtime.lock import acquire
+
+    study = tmp_path / "fake_study.db"
+    held = acquire(study)
+    with pytest.raises(SystemExit) as refused:
+        acquire(study)
+    assert refused.value.code == contract.EXIT_USAGE
+    assert f"another search is running on fake_study.db: pid {__import__('os').getpid()} on " in capsys.readouterr().err
+    held.close()
+    acquire(study).close()  # free again once the holder is gone
+
+
+def test_running_trials_left_by_a_dead_run_are_marked_interrupted_on_start(tmp_path: Path) -> None:
+    search = Search(settings(tmp_path))
+    search.sampler_study.ask()
+    search.grid_study.ask()  # as a SIGKILLed run leaves them
+    again = Search(settings(tmp_path))
+    stale = again.trials("FAIL")
+    assert len(stale) == 2 and not again.trials("RUNNING") and again.failures() == 0
+    assert all(t.user_attrs[contract.ATTR_INTERRUPTED] for t in stale)
+
+
+def test_a_trial_past_its_time_limit_fails_with_the_reason_and_the_search_goes_on(tmp_path: Path) -> None:
+    import time
+
+    class Slow(FakeQuark):
+        def quantize(self, config: dict[str, Any], output: Path) -> None:
+            if config["activation"] == "XInt8Spec":
+                time.sleep(30)
+            super().quantize(config, output)
+
+    started = time.monotonic()
+    search, code = run(settings(tmp_path, trial_timeout=0.5, n_trials=1), Slow())
+    assert code is None and time.monotonic() - started < 25
+    failed = search.trials("FAIL")
+    assert len(failed) == 2 == search.failures()  # the two XInt8Spec grid configurations
+    assert {t.user_attrs[contract.ATTR_ERROR] for t in failed} == {
+        "TrialTimeout: the trial ran past search.trial_timeout (0.5 s) and was stopped"}
+    assert len(complete(search.grid_study)) == 4 and len(complete(search.sampler_study)) == 1

@@ -62,3 +62,6 @@ def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
     if not record.max_failures and spec.search.max_failures is not None:
         yield diag("QAS326", f"max_failures needs engine {_engines_with('max_failures')}: AutoSearchPro stops at the "
                              "first failing trial (F10)", spec.search.path + ("max_failures",), hint=hint, at_key=True)
+    if not record.trial_timeout and spec.search.trial_timeout is not None:
+        yield diag("QAS326", f"trial_timeout needs engine {_engines_with('trial_timeout')}: AutoSearchPro runs its "
+                             "trials in its own loop", spec.search.path + ("trial_timeout",), hint=hint, at_key=True)

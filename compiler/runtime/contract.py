@@ -77,6 +77,7 @@ class Engine:
     keep_float: bool  # applies keep_float (node lists, op types, subgraphs)
     keep_models: bool  # prunes models by keep_models
     max_failures: bool  # goes on after a failing trial, up to max_failures (else the first failure ends it)
+    trial_timeout: bool  # stops a trial that runs past search.trial_timeout
     space_in_study_name: bool  # the study name carries the space hash (a changed space starts a new study)
     grid_reruns_on_resume: bool  # a two-stage search re-runs its whole grid stage on every start
     keeps_outputs_in_memory: bool  # scores without Quark's float-output dumps on disk
@@ -92,11 +93,12 @@ class Engine:
 
 ENGINES = {
     "qas": Engine(
-        name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True,
+        name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
         space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
         writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
+        trial_timeout=False,
         space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
         writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE),
         winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),
