@@ -284,3 +284,30 @@ def test_a_trial_past_its_time_limit_fails_with_the_reason_and_the_search_goes_o
     assert {t.user_attrs[contract.ATTR_ERROR] for t in failed} == {
         "TrialTimeout: the trial ran past search.trial_timeout (0.5 s) and was stopped"}
     assert len(complete(search.grid_study)) == 4 and len(complete(search.sampler_study)) == 1
+
+
+@pytest.mark.parametrize("damage", ["emptied", "garbage", "truncated", "not optuna"])
+def test_a_damaged_study_file_stops_the_search_naming_it_and_is_never_rewritten(tmp_path: Path, capsys: Any,
+                                                                              damage: str) -> None:
+    import sqlite3
+
+    run(settings(tmp_path, n_trials=1), FakeQuark())
+    db = tmp_path / "fake_study.db"
+    data = db.read_bytes()
+    if damage == "emptied":
+        db.write_bytes(b"")
+    elif damage == "garbage":
+        db.write_bytes(b"\x00garbage" * 100)
+    elif damage == "truncated":
+        db.write_bytes(data[: len(data) // 3])
+    else:
+        db.unlink()
+        with sqlite3.connect(db) as connection:
+            connection.execute("CREATE TABLE notes (text)")
+    before = db.read_bytes()
+    with pytest.raises(SystemExit) as stop:
+        Search(settings(tmp_path, n_trials=1))
+    assert stop.value.code == contract.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"the study file {db} is " in err and "qas leaves it as it is" in err and "Traceback" not in err
+    assert db.read_bytes() == before

@@ -20,6 +20,7 @@ from .readers import make_reader, model_input_names
 from .scoring import make_evaluator
 from .settings import Settings
 from .space import grid_space, nested_from_flat, pinned_stage2_space
+from .study_file import check_study_file
 
 
 def quark_config(settings: Settings, calib_reader: Any, eval_reader: Any) -> dict[str, Any]:
@@ -125,6 +126,7 @@ def main(settings: Settings) -> int:
     os.chdir(here)  # Quark appends quantized_info.csv to the working directory
     stage2_file = settings.path(contract.STAGE2_SPACE_FILE)
     uses_sampler = settings.stage_totals()[1] > 0
+    check_study_file(settings.path(settings.study_db))
     study = existing_study(settings) if settings.path(settings.study_db).exists() else None
     done = len(complete_trials(study)) if study is not None else 0
     if study is not None and not settings.resume:

@@ -21,6 +21,7 @@ from .files import write_json
 from .settings import Settings
 from .space import config_key, pinned_stage2_space, stage_configs, suggest_config
 from .stopping import TrialTimer
+from .study_file import check_study_file
 
 Quantize = Callable[[dict[str, Any], Path], None]  # (nested config, output path): writes the quantized model
 Score = Callable[[Path], float]  # a quantized model's path in; its objective value out
@@ -37,6 +38,7 @@ class Search:
         self.quantize: Quantize | None = None  # set by attach(), once there is a trial to run
         self.score: Score | None = None
         db = settings.path(settings.study_db)
+        check_study_file(db)
         storage = self.storage = optuna.storages.RDBStorage(settings.storage_url)
         names = {s.study_name for s in optuna.get_all_study_summaries(storage)} if db.exists() else set()
         if names & {settings.study_name, settings.grid_study_name} and not settings.resume:

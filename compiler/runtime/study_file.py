@@ -1,0 +1,48 @@
+"""The study's SQLite file before Optuna opens it: a path in; nothing out, or a clear stop naming the file.
+
+Optuna would turn an emptied file into a new, empty study (the search silently starts over) and a
+damaged one into a raw sqlite3 traceback. The file is only read here, and never rewritten.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .checks import fail
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+KEEP_IT = "qas leaves it as it is: restore it from a copy, or move it away to start the search over"
+
+
+def check_study_file(path: Path) -> None:
+    """Stop unless `path` is absent (a new search) or a readable, intact SQLite database."""
+    if not path.exists():
+        return
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as error:
+        fail(f"the study file {path} cannot be read: {error.strerror or error}")
+    if not header:
+        fail(f"the study file {path} is empty (truncated?), so its trials are lost; {KEEP_IT}")
+    if header != SQLITE_HEADER:
+        fail(f"the study file {path} is not a SQLite database (damaged, or another file); {KEEP_IT}")
+    problem = _integrity_problem(path)
+    if problem is not None:
+        fail(f"the study file {path} is damaged ({problem}); {KEEP_IT}")
+
+
+def _integrity_problem(path: Path) -> str | None:
+    """SQLite's quick_check over a read-only connection: None when intact, else what it found."""
+    try:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as connection:
+            rows = connection.execute("PRAGMA quick_check").fetchall()
+            tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as error:
+        return str(error)
+    if rows != [("ok",)]:
+        return "; ".join(str(r[0]) for r in rows[:3])
+    if "studies" not in tables:
+        return "it holds no Optuna studies table"
+    return None
