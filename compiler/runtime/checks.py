@@ -6,6 +6,7 @@ import importlib.util
 import sys
 
 from . import contract
+from .console import warn
 
 
 class SearchError(SystemExit):
@@ -14,7 +15,7 @@ class SearchError(SystemExit):
 
 def fail(message: str) -> None:
     """Stop before (or instead of) any work, with a message and a non-zero exit."""
-    print(f"qas: error: {message}", file=sys.stderr)
+    warn(f"qas: error: {message}")
     raise SearchError(contract.EXIT_USAGE)
 
 

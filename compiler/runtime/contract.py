@@ -16,6 +16,7 @@ BEST_CONFIG_FILE = "best_config.json"
 BEST_MODEL_FILE = "best_model.onnx"
 RUNTIME_PACKAGE = "qas_runtime"  # the runtime copy's folder beside the script
 RUN_LOG_FILE = "qas_run.log"  # what `qas run` tee'd from the script
+SEARCH_LOG_FILE = "search.log"  # the script's library output (Quark, onnxruntime, torch), unless --verbose
 STAGE2_SPACE_FILE = "qas_sampler_space.json"  # engine autosearchpro: the sampler stage's space
 QUARK_BEST_PARAMS_FILE = "best_params.json"  # written by Quark's AutoSearchPro only
 QUARK_LOG_FILE = "auto_search.log"  # written by Quark's AutoSearchPro only
@@ -95,12 +96,12 @@ ENGINES = {
     "qas": Engine(
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
         space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
-        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
+        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
         trial_timeout=False,
         space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
-        writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE),
+        writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE, SEARCH_LOG_FILE),
         winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),
 }
 DEFAULT_ENGINE = "qas"

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import contract
 from .checks import fail
+from .console import say
 from .files import write_json
 from .readers import make_reader, model_input_names
 from .scoring import make_evaluator
@@ -134,8 +135,8 @@ def main(settings: Settings) -> int:
              "set output.resume: true or move it away")
     remaining = max(settings.n_trials - done, 0)
     if uses_sampler and done:
-        print(f"qas: resuming study {settings.study_name!r}: {done} of {settings.n_trials} trials done, "
-              f"{remaining} to run")
+        say(f"qas: resuming study {settings.study_name!r}: {done} of {settings.n_trials} trials done, "
+            f"{remaining} to run")
     if not uses_sampler or remaining > 0:
         input_names = model_input_names(settings.model_path)
         calib_reader = make_reader(settings.calibration, here, input_names)
@@ -144,7 +145,7 @@ def main(settings: Settings) -> int:
         config["n_trials"] = remaining if uses_sampler else settings.n_trials
         searcher = searcher_class(settings)(config)
         if settings.two_stage and uses_sampler and done:
-            print("qas: note: Quark re-runs the whole grid stage on every start")
+            say("qas: note: Quark re-runs the whole grid stage on every start")
         searcher.run()
         if uses_sampler:
             write_json(stage2_file, searcher.search_space)
@@ -167,6 +168,6 @@ def main(settings: Settings) -> int:
     temp_dir = settings.path(settings.temp_dir)
     if temp_dir.is_dir() and here in temp_dir.resolve().parents:
         shutil.rmtree(temp_dir)  # Quark says it removes temp_dir but does not (F13)
-    print(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage); "
-          f"see {contract.BEST_CONFIG_FILE}")
+    say(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage); "
+        f"see {contract.BEST_CONFIG_FILE}")
     return contract.EXIT_OK

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from . import contract
 from .checks import fail
+from .console import say, warn
 from .files import write_json
 from .settings import Settings
 from .space import config_key, pinned_stage2_space, stage_configs, suggest_config
@@ -50,7 +50,7 @@ class Search:
                                               direction=settings.direction, load_if_exists=True)
         stale = self.fail_running("its process ended without finishing it (killed, or the machine stopped)")
         if stale:
-            print(f"qas: {stale} trial(s) left RUNNING by an earlier run were marked interrupted")
+            say(f"qas: {stale} trial(s) left RUNNING by an earlier run were marked interrupted")
 
     def fail_running(self, reason: str) -> int:
         """Mark every RUNNING trial FAIL and interrupted (not a failure); the count out.
@@ -120,12 +120,12 @@ class Search:
             trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}")
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             model.unlink(missing_ok=True)
-            print(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "
-                  f"{self.failures()} of {self.settings.max_failures} failures allowed", file=sys.stderr)
+            warn(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "
+                 f"{self.failures()} of {self.settings.max_failures} failures allowed")
             return
         study.tell(trial, value)
         self.prune_models()
-        print(f"qas: {stage} trial {trial.number}: {value:.6g} (best {self.ranked()[0].value:.6g})")
+        say(f"qas: {stage} trial {trial.number}: {value:.6g} (best {self.ranked()[0].value:.6g})")
 
     def prune_models(self) -> None:
         """Delete the models keep_models does not keep; never the current best (nor a model a kept trial reuses)."""
@@ -141,8 +141,8 @@ class Search:
 
     def too_many_failures(self) -> bool:
         if self.failures() >= self.settings.max_failures:
-            print(f"qas: stopping: {self.failures()} trials failed (max_failures {self.settings.max_failures}); "
-                  "see the trials' `error` attributes", file=sys.stderr)
+            warn(f"qas: stopping: {self.failures()} trials failed (max_failures {self.settings.max_failures}); "
+                 "see the trials' `error` attributes")
             return True
         return False
 
@@ -189,7 +189,7 @@ class Search:
                 trial.set_user_attr(key, previous.user_attrs[key])
             trial.set_user_attr(contract.ATTR_REUSED_FROM, source)
             self.sampler_study.tell(trial, previous.value)
-            print(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
+            say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
 
     def run(self, grid_configs: list[dict[str, Any]]) -> int | None:
         """The grid stage, then the sampler stage when the budget has one; EXIT_INTERRUPTED after Ctrl-C, else None."""
@@ -204,7 +204,7 @@ class Search:
         except KeyboardInterrupt:
             self.fail_running("stopped by a signal between trials")  # a trial asked but not yet begun
             done = len(self.trials("COMPLETE"))
-            print(f"qas: interrupted after {done} completed trials; re-run to resume", file=sys.stderr)
+            warn(f"qas: interrupted after {done} completed trials; re-run to resume")
             return contract.EXIT_INTERRUPTED
         return None
 
@@ -296,13 +296,13 @@ def main(settings: Settings) -> int:
     os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
     search = Search(settings)
     if search.budget_reached():  # a re-run of a finished search: no readers, no float score, no Quark
-        print(f"qas: the budget ({settings.n_trials} trials) is already reached; nothing to run "
-              "(raise n_trials to go on)")
+        say(f"qas: the budget ({settings.n_trials} trials) is already reached; nothing to run "
+            "(raise n_trials to go on)")
     elif run_stages(search) == contract.EXIT_INTERRUPTED:
         return contract.EXIT_INTERRUPTED
     best = write_best(search)
     if settings.plots:
-        print(f"qas: wrote {write_plots(search).name}")
-    print(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage), "
-          f"copied to {contract.BEST_MODEL_FILE}; see {contract.BEST_CONFIG_FILE}")
+        say(f"qas: wrote {write_plots(search).name}")
+    say(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage), "
+        f"copied to {contract.BEST_MODEL_FILE}; see {contract.BEST_CONFIG_FILE}")
     return contract.EXIT_OK

@@ -8,8 +8,9 @@ script), so `kill -INT` always stops it. A second signal while stopping kills at
 from __future__ import annotations
 
 import signal
-import sys
 from typing import Any
+
+from .console import warn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -22,8 +23,8 @@ def _stop(signum: int, _frame: Any) -> None:
     name = signal.Signals(signum).name
     for other in STOP_SIGNALS:  # a second signal while stopping ends the process at once
         signal.signal(other, signal.SIG_DFL)
-    print(f"qas: {name} received: stopping after marking the trial in hand interrupted "
-          f"(send it again to kill at once)", file=sys.stderr, flush=True)
+    warn(f"qas: {name} received: stopping after marking the trial in hand interrupted "
+         f"(send it again to kill at once)")
     raise KeyboardInterrupt
 
 

@@ -1,0 +1,42 @@
+"""Where the search's lines go: a line in; qas's own lines to the terminal, library output (Quark, onnxruntime,
+torch, tqdm) to search.log in the output folder out, unless the script runs with --verbose.
+
+Routing works on file descriptors, so it also catches native code and loggers that captured
+sys.stderr at import time: fds 1 and 2 are pointed at the log, and qas keeps duplicates of the
+original ones for its own lines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+_terminal: dict[str, TextIO] = {}  # "out"/"err" -> the original stdout/stderr, once output is routed
+
+
+def say(line: str) -> None:
+    """A progress line of qas's own, on the terminal's stdout."""
+    print(line, file=_terminal.get("out", sys.stdout), flush=True)
+
+
+def warn(line: str) -> None:
+    """A warning or error line of qas's own, on the terminal's stderr."""
+    print(line, file=_terminal.get("err", sys.stderr), flush=True)
+
+
+def route_library_output(log_path: Path) -> None:
+    """From now on, everything but say()/warn() lines is appended to `log_path`."""
+    if _terminal:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _terminal["out"] = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8", errors="replace")
+    _terminal["err"] = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    os.write(log, f"==== qas search, pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S %z')} ====\n".encode())
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
