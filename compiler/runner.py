@@ -73,7 +73,8 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     """The study now, read-only; None while it does not exist yet or is busy."""
     from optuna.trial import TrialState
 
-    from .report import GRID_SUFFIX, load_studies
+    from .report import load_studies
+    from .report.facts import GRID_SUFFIX
 
     facts = manifest["outputs"]["study"]
     loaded = load_studies(out_dir / facts["db"], facts["name"], facts.get("grid_name", facts["name"] + GRID_SUFFIX))
