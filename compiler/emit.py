@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from .diagnostics import Diagnostic, diag
@@ -66,28 +67,44 @@ def _generated_by_qas(text: str) -> bool:
     return text.startswith(HEADER_PREFIX) or text.lstrip().startswith('{\n  "generated_by": "qas"')
 
 
-def write_atomically(files: dict[str, str], out_dir: Path) -> list[Diagnostic]:
-    """Write every file via a temporary sibling and os.replace; on any failure nothing is replaced."""
+def write_atomically(files: Mapping[str, str | bytes], out_dir: Path) -> list[Diagnostic]:
+    """{relative path: text or bytes} and an output folder in; every file written via a temporary sibling and
+    os.replace (subfolders created) out, or a QAS803 diagnostic (see replace_files for what was replaced)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return [diag("QAS803", f"cannot create {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
-    staged: list[tuple[str, Path]] = []
+    # an unchanged manifest is kept as it is, with the run block `qas run` appended to it
+    changed = {name: data for name, data in files.items()
+               if not (name == MANIFEST and _on_disk(out_dir / name) == data)}
+    problem = replace_files(changed, out_dir)
+    return [] if problem is None else [diag("QAS803", f"cannot write into {out_dir}: {problem}", OUTPUT_PATH)]
+
+
+def replace_files(files: Mapping[str, str | bytes], out_dir: Path) -> str | None:
+    """{relative path: text or bytes} in; each staged in a temporary sibling (its folder created), then all put
+    in place with os.replace; None out, or why not (then the temporary files are gone and no target was
+    replaced, unless os.replace itself failed part way, e.g. on a folder where a file goes)."""
+    staged: list[tuple[Path, Path]] = []
     try:
-        for name, text in files.items():
-            if name == MANIFEST and _on_disk(out_dir / name) == text:
-                continue  # unchanged: keep the file, and the run block `qas run` appended to it
-            fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-            staged.append((name, Path(temp)))
+        for name, data in files.items():
+            target = out_dir / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            staged.append((Path(temp), target))
+            if isinstance(data, bytes):
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                    handle.write(data)
+        for temp, target in staged:
+            os.replace(temp, target)
     except OSError as exc:
-        for _, temp in staged:
+        for temp, _ in staged:
             temp.unlink(missing_ok=True)
-        return [diag("QAS803", f"cannot write into {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
-    for name, temp in staged:
-        os.replace(temp, out_dir / name)
-    return []
+        return str(exc.strerror or exc)
+    return None
 
 
 def differences(files: dict[str, str], out_dir: Path) -> str:

@@ -6,14 +6,10 @@ Optuna, matplotlib and jinja2 are imported inside the functions so `import compi
 
 from __future__ import annotations
 
-import os
-import tempfile
 import warnings
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..resources import templates_dir
 from .studies import load_studies
 from .text import view
 
@@ -28,7 +24,10 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
 
     A one-line error comes back instead when nothing could be written; then nothing was replaced.
     """
-    files: dict[str, bytes] = {}
+    from ..emit import replace_files
+    from ..render import environment
+
+    files: dict[str, str | bytes] = {}
     notes: list[str] = []
     facts = report["study"]
     complete = report["trials"]["complete_sampler"] + report["trials"]["complete_grid"]
@@ -45,10 +44,10 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
             notes.append("no importance plot: there are no importances (see the notes)")
     shown = view(report)
     links = {key: name if name in files else None for key, name in PLOTS.items()}
-    text = _environment().get_template("report.md.j2").render(
+    files["report.md"] = environment().get_template("report.md.j2").render(
         v=shown, links=links, file_notes=notes, fence=_fence(shown["config_json"]))
-    files["report.md"] = text.encode("utf-8")
-    return _write_all(files, out_dir)
+    problem = replace_files(files, out_dir)
+    return f"cannot write the report into {out_dir}: {problem}" if problem is not None else list(files)
 
 
 def _plots(studies: list[Any], importance_study: Any | None, importance_params: list[str],
@@ -95,47 +94,3 @@ def _fence(text: str | None) -> str:
         run = run + 1 if char == "`" else 0
         longest = max(longest, run)
     return "`" * max(3, longest + 1)
-
-
-def _md(text: Any) -> str:
-    """Free text in; markdown-inert text for a paragraph or a table cell out."""
-    out = " ".join(str(text).split())
-    for char in "\\`*_[]<>|#":
-        out = out.replace(char, "\\" + char)
-    return out
-
-
-@cache
-def _environment() -> Any:
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["md"] = _md
-    return env
-
-
-def _write_all(files: dict[str, bytes], out_dir: Path) -> list[str] | str:
-    """{relative path: bytes} in; each written via a temporary sibling and os.replace, the paths out, or an error."""
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for name, data in files.items():
-            target = out_dir / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-            staged.append((Path(temp), target))
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        for temp, target in staged:
-            os.replace(temp, target)
-    except OSError as exc:
-        for temp, _ in staged:
-            temp.unlink(missing_ok=True)
-        return f"cannot write the report into {out_dir}: {exc.strerror or exc}"
-    return list(files)
