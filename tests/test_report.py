@@ -14,6 +14,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState, create_trial
 
 from compiler.report import build_report, report_text, write_report_files
+from compiler.report.manifest import load_manifest, manifest_schema
+from compiler.resources import load_schema
 
 from .conftest import REPO
 
@@ -289,6 +291,8 @@ def test_files_written(run_dir: tuple[Path, optuna.Study, str]) -> None:
     ("empty_db", "is not a readable Optuna study database"),
     ("no_budget", "'budget' is a required property"),
     ("bad_direction", "search.direction"),
+    ("bad_engine", "engine: 'quark' is not one of ['qas', 'autosearchpro']"),
+    ("bad_count", "budget.grid_configs: -2 is less than the minimum of 0"),
     ("bad_yaml", "cannot read"),
 ])
 def test_errors_are_one_line(tmp_path: Path, breakage: str, expected: str) -> None:
@@ -306,6 +310,10 @@ def test_errors_are_one_line(tmp_path: Path, breakage: str, expected: str) -> No
         (tmp_path / DB).write_bytes(b"")
     elif breakage == "bad_direction":
         manifest.write_text(manifest.read_text().replace('"minimize"', '"lowest"'))
+    elif breakage == "bad_engine":
+        manifest.write_text(manifest.read_text().replace('engine: "qas"', 'engine: "quark"'))
+    elif breakage == "bad_count":
+        manifest.write_text(manifest.read_text().replace("grid_configs: 2", "grid_configs: -2"))
     elif breakage == "bad_yaml":
         manifest.write_text(manifest.read_text() + "search: [\n")
     before = (tmp_path / DB).read_bytes() if (tmp_path / DB).exists() else None
@@ -313,6 +321,17 @@ def test_errors_are_one_line(tmp_path: Path, breakage: str, expected: str) -> No
     assert isinstance(found, str) and "\n" not in found and expected in found, found
     after = (tmp_path / DB).read_bytes() if (tmp_path / DB).exists() else None
     assert before == after  # the study is opened read-only: never created, never written
+
+
+def test_every_compiled_manifest_passes_the_check_and_its_rules_are_the_stored_schemas() -> None:
+    manifests = sorted((REPO / "golden").glob("*/expected/run_manifest.yaml"))
+    assert manifests
+    for path in manifests:
+        assert isinstance(load_manifest(path), dict), path
+    stored, narrowed = load_schema("run_manifest.schema.json"), manifest_schema()
+    assert narrowed["properties"]["search"]["properties"]["direction"] == \
+        stored["properties"]["search"]["properties"]["direction"]
+    assert narrowed["properties"]["outputs"]["properties"]["study"]["required"] == ["db", "name"]
 
 
 def test_direction_disagreement_is_noted(tmp_path: Path) -> None:
