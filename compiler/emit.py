@@ -14,9 +14,9 @@ from pathlib import Path
 
 from .diagnostics import Diagnostic, diag
 from .render import HEADER_PREFIX, script_is_hand_edited
+from .runtime.contract import MANIFEST_FILE
 
 OUTPUT_PATH = ("output", "dir")
-MANIFEST = "run_manifest.yaml"
 # `qas run` appends the outcome of a run to run_manifest.yaml after this line; compile compares and keeps
 # the manifest without it, so a run's record survives recompiling an unchanged spec.
 RUN_MARKER = "# qas run: the outcome of the last `qas run`; `qas compile` keeps it while the lines above are unchanged.\n"
@@ -34,7 +34,7 @@ def _on_disk(target: Path) -> str | None:
         text = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    return split_run_block(text)[0] if target.name == MANIFEST else text
+    return split_run_block(text)[0] if target.name == MANIFEST_FILE else text
 
 
 def refuse_overwrites(files: dict[str, str], out_dir: Path, force: bool) -> list[Diagnostic]:
@@ -76,7 +76,7 @@ def write_atomically(files: Mapping[str, str | bytes], out_dir: Path) -> list[Di
         return [diag("QAS803", f"cannot create {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
     # an unchanged manifest is kept as it is, with the run block `qas run` appended to it
     changed = {name: data for name, data in files.items()
-               if not (name == MANIFEST and _on_disk(out_dir / name) == data)}
+               if not (name == MANIFEST_FILE and _on_disk(out_dir / name) == data)}
     problem = replace_files(changed, out_dir)
     return [] if problem is None else [diag("QAS803", f"cannot write into {out_dir}: {problem}", OUTPUT_PATH)]
 

@@ -12,11 +12,22 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..runtime.contract import (
+    ATTR_CONFIG,
+    ATTR_ERROR,
+    ATTR_INTERRUPTED,
+    ATTR_MODEL,
+    ATTR_REUSED_FROM,
+    ATTR_STAGE,
+    BEST_CONFIG_FILE,
+    GRID_STUDY_SUFFIX,
+    MANIFEST_FILE,
+    STAGE_GRID,
+    STAGE_SAMPLER,
+)
 from .manifest import first_line, load_manifest
 from .studies import importances, load_studies
 
-MANIFEST = "run_manifest.yaml"
-GRID_SUFFIX = "-grid"  # engine qas keeps grid-stage trials in study <name>-grid (autosearch_qas.py.j2)
 TOP_N = 5
 
 
@@ -24,11 +35,11 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     """Output dir in; the report as plain JSON-ready data out, or a one-line error (no manifest, no study, ...)."""
     from optuna.trial import TrialState
 
-    manifest = load_manifest(out_dir / MANIFEST)
+    manifest = load_manifest(out_dir / MANIFEST_FILE)
     if isinstance(manifest, str):
         return manifest
     facts = manifest["outputs"]["study"]
-    grid_name = facts.get("grid_name", facts["name"] + GRID_SUFFIX)
+    grid_name = facts["name"] + GRID_STUDY_SUFFIX
     loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name)
     if isinstance(loaded, str):
         return loaded
@@ -37,26 +48,27 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
 
     direction = main.direction.name.lower()
     if direction != manifest["search"]["direction"]:
-        notes.append(f"{MANIFEST} says {manifest['search']['direction']} but the study {direction}s; "
+        notes.append(f"{MANIFEST_FILE} says {manifest['search']['direction']} but the study {direction}s; "
                      f"ranked as the study does")
     # grid study first, then the main one, and a stable sort: ties rank as the search script ranks them
-    rows = [_Row(t, "grid", grid_name) for t in grid_trials] + [
-        _Row(t, "grid" if t.user_attrs.get("stage") == "grid" else "sampler", facts["name"]) for t in main_trials]
+    rows = [_Row(t, STAGE_GRID, grid_name) for t in grid_trials] + [
+        _Row(t, STAGE_GRID if t.user_attrs.get(ATTR_STAGE) == STAGE_GRID else STAGE_SAMPLER, facts["name"])
+        for t in main_trials]
     numbers = {(r.study, r.trial.number): r.trial for r in rows}
     complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
     ranked = sorted(complete, key=lambda r: r.trial.value, reverse=direction == "maximize")
-    failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get("interrupted")]
-    unstaged = sum(1 for r in rows if r.study == facts["name"] and "stage" not in r.trial.user_attrs)
+    failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get(ATTR_INTERRUPTED)]
+    unstaged = sum(1 for r in rows if r.study == facts["name"] and ATTR_STAGE not in r.trial.user_attrs)
     if unstaged:
         notes.append(f"{unstaged} trial(s) carry no stage attribute and are counted as sampler trials")
     counts = {
-        "complete_sampler": sum(1 for r in complete if r.stage == "sampler"),
-        "complete_grid": sum(1 for r in complete if r.stage == "grid"),
+        "complete_sampler": sum(1 for r in complete if r.stage == STAGE_SAMPLER),
+        "complete_grid": sum(1 for r in complete if r.stage == STAGE_GRID),
         "failed": len(failed),
         "interrupted": sum(1 for r in rows if r.trial.state == TrialState.FAIL) - len(failed),
         "running": sum(1 for r in rows if r.trial.state == TrialState.RUNNING),
         "pruned": sum(1 for r in rows if r.trial.state == TrialState.PRUNED),
-        "reused": sum(1 for r in complete if "reused_from" in r.trial.user_attrs),
+        "reused": sum(1 for r in complete if ATTR_REUSED_FROM in r.trial.user_attrs),
         "total": len(rows),
     }
     if counts["running"]:
@@ -65,7 +77,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     # with sampler Grid the configurations are the trials, and engine qas keeps them in the grid study
     counted = counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid" else counts["complete_sampler"]
 
-    best_config_name = manifest["outputs"].get("best_config", "best_config.json")
+    best_config_name = manifest["outputs"].get("best_config", BEST_CONFIG_FILE)
     saved = _load_json(out_dir / best_config_name)
     if isinstance(saved, str):
         notes.append(saved)
@@ -107,9 +119,9 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "best": best,
         "best_config_agrees": agrees,
         "top5": [{"number": r.trial.number, "value": r.trial.value, "stage": r.stage, "params": r.trial.params,
-                  "model": _model_of(r, numbers), "reused_from": r.trial.user_attrs.get("reused_from")}
+                  "model": _model_of(r, numbers), "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
                  for r in ranked[:TOP_N]],
-        "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get("error")}
+        "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
                      for r in failed],
         "importances": found,
         "importances_study": source.study_name if found else None,
@@ -121,7 +133,7 @@ class _Row(NamedTuple):
     """One trial of the run, with the stage it belongs to and the study that holds it."""
 
     trial: Any  # optuna FrozenTrial
-    stage: str  # "grid" | "sampler"
+    stage: str  # STAGE_GRID | STAGE_SAMPLER
     study: str
 
 
@@ -138,10 +150,10 @@ def _load_json(path: Path) -> dict[str, Any] | str | None:
 
 def _model_of(row: _Row, numbers: dict[tuple[str, int], Any]) -> str | None:
     """A trial in; the model file it scored out (a reused score points at the trial that made the model)."""
-    model = row.trial.user_attrs.get("model")
-    source = numbers.get((row.study, row.trial.user_attrs.get("reused_from")))
+    model = row.trial.user_attrs.get(ATTR_MODEL)
+    source = numbers.get((row.study, row.trial.user_attrs.get(ATTR_REUSED_FROM)))
     if model is None and source is not None:
-        model = source.user_attrs.get("model")
+        model = source.user_attrs.get(ATTR_MODEL)
     return model if isinstance(model, str) else None
 
 
@@ -156,7 +168,7 @@ def _agrees(saved: dict[str, Any], best: _Row, numbers: dict[tuple[str, int], An
         return True
     study = saved.get("study")
     if not isinstance(study, str):
-        study = grid_name if saved.get("stage") == "grid" and grid_name is not None else name
+        study = grid_name if saved.get("stage") == STAGE_GRID and grid_name is not None else name
     named = numbers.get((study, number)) if isinstance(number, int) and not isinstance(number, bool) else None
     return named is not None and named.value is not None and math.isclose(named.value, best.trial.value)
 
@@ -164,7 +176,7 @@ def _agrees(saved: dict[str, Any], best: _Row, numbers: dict[tuple[str, int], An
 def _best(row: _Row, numbers: dict[tuple[str, int], Any], agreed: dict[str, Any] | None,
           saved: dict[str, Any] | None, out_dir: Path) -> dict[str, Any]:
     """The best trial in; its facts out, filled from best_config.json only where that file agrees."""
-    config = row.trial.user_attrs.get("config")
+    config = row.trial.user_attrs.get(ATTR_CONFIG)
     model = _model_of(row, numbers)
     if agreed is not None:
         config = agreed.get("config") if config is None else config
@@ -177,7 +189,7 @@ def _best(row: _Row, numbers: dict[tuple[str, int], Any], agreed: dict[str, Any]
         "study": row.study,
         "value": row.trial.value,
         "stage": row.stage,
-        "reused_from": row.trial.user_attrs.get("reused_from"),
+        "reused_from": row.trial.user_attrs.get(ATTR_REUSED_FROM),
         "config": config,
         "model": model,
         "model_exists": model_bytes is not None,
