@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import optuna
@@ -423,3 +424,51 @@ def test_sampler_grid_counts_grid_configs(tmp_path: Path) -> None:
     assert "report/param_importances.html" in write_report_files(report, tmp_path)
     write_manifest(tmp_path, effective_trials=4, sampler="Grid")
     assert build_report(tmp_path)["budget_reached"] is False
+
+
+PERCENTILES = [[99.9, 99.99], [99.99, 99.999]]  # Quark's A8W8_SEARCH: PercentileCandidates chooses among lists
+
+
+def list_choice_run(out: Path, rows: list[tuple]) -> None:
+    """Trials whose space has a categorical with list choices, as a search over A8W8_SEARCH records them."""
+    write_manifest(out, effective_trials=len(rows))
+    study = new_study(out, "minimize")
+    distributions = {**DISTRIBUTIONS, "PercentileCandidates": CategoricalDistribution(PERCENTILES)}
+    for i, (value, algorithms, iters, lr, percentiles) in enumerate(rows):
+        (out / model_name(i, "sampler")).write_bytes(b"\0" * 100)
+        study.add_trial(create_trial(
+            value=value, distributions=distributions,
+            params={"algorithms": algorithms, "num_iterations": iters, "learning_rate": lr, "optim_device": "cpu",
+                    "PercentileCandidates": percentiles},
+            user_attrs={"stage": "sampler", "config": config_of(algorithms, iters, lr),
+                        "model": model_name(i, "sampler")}))
+
+
+@pytest.mark.filterwarnings("ignore:Choices for a categorical distribution:UserWarning")  # making the study
+def test_list_choices_are_left_out_of_importances(tmp_path: Path) -> None:
+    low, high = PERCENTILES
+    list_choice_run(tmp_path, [(0.4, "adaquant", 20, 3e-3, low), (0.1, "adaround", 40, 1e-3, high),
+                               (0.2, "adaquant", 50, 5e-4, low), (0.6, "adaround", 20, 1e-2, high)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = build_report(tmp_path)
+    assert isinstance(report, dict), report
+    assert not caught, [str(w.message) for w in caught]  # Optuna's storage warning on reading is not shown
+    json.dumps(report, allow_nan=False)
+    assert report["best"]["trial_number"] == 1 and report["top5"][0]["params"]["PercentileCandidates"] == high
+    assert set(report["importances"]) == VARYING
+    assert "importances leave out PercentileCandidates: its choices are lists, which Optuna cannot rank" in \
+        report["notes"]
+    assert "PercentileCandidates=[99.99, 99.999]" in report_text(report)
+    written = write_report_files(report, tmp_path)
+    assert "report/param_importances.html" in written
+    assert "PercentileCandidates" not in (tmp_path / "report" / "param_importances.html").read_text(encoding="utf-8")
+
+    only = tmp_path / "only"
+    only.mkdir()
+    list_choice_run(only, [(0.4, "adaquant", 20, 3e-3, low), (0.1, "adaquant", 20, 3e-3, high)])
+    report = build_report(only)
+    assert report["importances"] == {} and report["importances_study"] is None
+    assert any("leave out PercentileCandidates" in n for n in report["notes"])
+    assert any(n.startswith("no importances:") for n in report["notes"])
+    assert "report/param_importances.html" not in write_report_files(report, only)

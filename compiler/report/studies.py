@@ -19,12 +19,21 @@ ROUGH_BELOW = 50  # PED-ANOVA wants >= 5 trials in its top 10 %, so importances 
 def load_studies(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
     """The study DB and names in; [(study, its trials)] opened read-only out (the grid study second, when
     there is one), or an error line."""
+    if not db.is_file():
+        return f"no study database {db} (has the search run?)"
+    with warnings.catch_warnings():
+        # list choices (Quark's PercentileCandidates) load with a warning about persistent storage; the
+        # importances note says what matters about them
+        warnings.filterwarnings("ignore", "Choices for a categorical distribution", UserWarning)
+        return _load(db, name, grid_name)
+
+
+def _load(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
+    """load_studies' work, under its warning filter."""
     import optuna
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import DatabaseError
 
-    if not db.is_file():
-        return f"no study database {db} (has the search run?)"
     uri = db.resolve().as_uri() + "?mode=ro"  # read-only: a report never creates, migrates or writes the DB
     try:
         storage = optuna.storages.RDBStorage(
@@ -56,7 +65,8 @@ def varying(params: list[dict[str, Any]]) -> list[str]:
 
 
 def importances(study: Any, complete: list[Any]) -> tuple[dict[str, float], list[str]]:
-    """The study and its complete trials in; (param -> importance, notes) out. Skipped when meaningless.
+    """The study and its complete trials in; (param -> importance, notes) out. Skipped when meaningless, and
+    parameters Optuna cannot rank (list choices) are left out with a note.
 
     Optuna 5's default evaluator (PED-ANOVA) raises on none of the degenerate cases: it warns and returns
     equal shares instead, so the cases are caught here first and the remaining warnings become notes.
@@ -74,6 +84,13 @@ def importances(study: Any, complete: list[Any]) -> tuple[dict[str, float], list
     constant = len({k for t in complete for k in t.params}) - len(changed)
     if constant:
         notes.append(f"importances leave out {constant} parameter(s) that never changed")
+    unrankable = [key for key in changed if not _rankable(key, complete)]
+    if unrankable:
+        notes.append(f"importances leave out {', '.join(unrankable)}: {'its' if len(unrankable) == 1 else 'their'} "
+                     f"choices are lists, which Optuna cannot rank")
+        changed = [key for key in changed if key not in unrankable]
+        if not changed:
+            return {}, notes + ["no importances: no other parameter took more than one value"]
     if len(complete) < ROUGH_BELOW:
         notes.append(f"importances from {len(complete)} complete trials are rough "
                      f"(PED-ANOVA wants {ROUGH_BELOW} or more)")
@@ -82,3 +99,17 @@ def importances(study: Any, complete: list[Any]) -> tuple[dict[str, float], list
         found = optuna.importance.get_param_importances(study, params=changed)
     notes += list(dict.fromkeys(f"importances: {w.message}" for w in caught))
     return {key: float(value) for key, value in found.items()}, notes
+
+
+def _rankable(key: str, complete: list[Any]) -> bool:
+    """A parameter and the complete trials in; False when Optuna's importance evaluators cannot take it out.
+
+    They group trials by the parameter's distribution, so its choices must be hashable; Quark's presets have
+    categoricals whose choices are lists (A8W8_SEARCH's PercentileCandidates).
+    """
+    for trial in complete:
+        try:
+            hash(trial.distributions.get(key))
+        except TypeError:
+            return False
+    return True
