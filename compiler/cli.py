@@ -23,7 +23,8 @@ from .pipeline import Result, compile_spec
 from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
 from .report import build_report, report_text, write_report_files
-from .runner import RUN_LOG, manifest_target, record, run_search
+from .runner import manifest_target, record, run_search
+from .runtime.contract import MANIFEST_FILE, RUN_LOG_FILE
 from .resources import load_schema
 from .spacemath import count_configs, quark_discrete_size, stage1_space
 
@@ -249,11 +250,11 @@ def run_command(
     report = build_report(result.out_dir)
     problem = record(result.out_dir, outcome, interpreter, report)
     if problem is not None:
-        typer.echo(f"qas: warning: the outcome was not recorded in run_manifest.yaml: {problem}", err=True)
+        typer.echo(f"qas: warning: the outcome was not recorded in {MANIFEST_FILE}: {problem}", err=True)
     if isinstance(report, dict):
         sys.stdout.write(report_text(report | {"run_status": outcome.status}))
     typer.echo(f"qas: run {outcome.status} (exit code {outcome.exit_code}); recorded in "
-               f"{_display_name(result.out_dir / 'run_manifest.yaml')}; log {_display_name(result.out_dir / RUN_LOG)}",
+               f"{_display_name(result.out_dir / MANIFEST_FILE)}; log {_display_name(result.out_dir / RUN_LOG_FILE)}",
                err=True)
     raise typer.Exit(outcome.exit_code)
 

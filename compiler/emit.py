@@ -9,13 +9,14 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from .diagnostics import Diagnostic, diag
 from .render import HEADER_PREFIX, script_is_hand_edited
+from .runtime.contract import MANIFEST_FILE
 
 OUTPUT_PATH = ("output", "dir")
-MANIFEST = "run_manifest.yaml"
 # `qas run` appends the outcome of a run to run_manifest.yaml after this line; compile compares and keeps
 # the manifest without it, so a run's record survives recompiling an unchanged spec.
 RUN_MARKER = "# qas run: the outcome of the last `qas run`; `qas compile` keeps it while the lines above are unchanged.\n"
@@ -33,7 +34,7 @@ def _on_disk(target: Path) -> str | None:
         text = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    return split_run_block(text)[0] if target.name == MANIFEST else text
+    return split_run_block(text)[0] if target.name == MANIFEST_FILE else text
 
 
 def refuse_overwrites(files: dict[str, str], out_dir: Path, force: bool) -> list[Diagnostic]:
@@ -66,30 +67,52 @@ def _generated_by_qas(text: str) -> bool:
     return text.startswith(HEADER_PREFIX) or text.lstrip().startswith('{\n  "generated_by": "qas"')
 
 
-def write_atomically(files: dict[str, str], out_dir: Path) -> list[Diagnostic]:
-    """Write every file via a temporary sibling and os.replace; on any failure nothing is replaced."""
+def write_atomically(files: Mapping[str, str | bytes], out_dir: Path) -> list[Diagnostic]:
+    """{relative path: text or bytes} and an output folder in; every file written via a temporary sibling and
+    os.replace (subfolders created) out, or a QAS803 diagnostic (see replace_files for what was replaced)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return [diag("QAS803", f"cannot create {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
-    staged: list[tuple[str, Path]] = []
+    # an unchanged manifest is kept as it is, with the run block `qas run` appended to it
+    changed = {name: data for name, data in files.items()
+               if not (name == MANIFEST_FILE and _on_disk(out_dir / name) == data)}
+    problem = replace_files(changed, out_dir)
+    return [] if problem is None else [diag("QAS803", f"cannot write into {out_dir}: {problem}", OUTPUT_PATH)]
+
+
+def replace_files(files: Mapping[str, str | bytes], out_dir: Path) -> str | None:
+    """{relative path: text or bytes} in; each staged in a temporary sibling (its folder created), then all put
+    in place with os.replace; None out, or why not (then the temporary files are gone and no target was
+    replaced, unless os.replace itself failed part way, e.g. on a folder where a file goes)."""
+    staged: list[tuple[Path, Path]] = []
     try:
-        for name, text in files.items():
-            if name == MANIFEST and _on_disk(out_dir / name) == text:
-                continue  # unchanged: keep the file, and the run block `qas run` appended to it
-            folder = (out_dir / name).parent  # the runtime copy lives in a subfolder
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=f".{Path(name).name}.", suffix=".tmp", dir=folder)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-            staged.append((name, Path(temp)))
+        for name, data in files.items():
+            target = out_dir / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            staged.append((Path(temp), target))
+            os.chmod(temp, _plain_file_mode())  # mkstemp makes 0600; the file gets what a plain write would
+            if isinstance(data, bytes):
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                    handle.write(data)
+        for temp, target in staged:
+            os.replace(temp, target)
     except OSError as exc:
-        for _, temp in staged:
+        for temp, _ in staged:
             temp.unlink(missing_ok=True)
-        return [diag("QAS803", f"cannot write into {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
-    for name, temp in staged:
-        os.replace(temp, out_dir / name)
-    return []
+        return str(exc.strerror or exc)
+    return None
+
+
+def _plain_file_mode() -> int:
+    """The mode a plain open() would create a file with: 0o666 less this process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def differences(files: dict[str, str], out_dir: Path) -> str:

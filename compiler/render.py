@@ -28,6 +28,14 @@ def yaml_scalar(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True)
 
 
+def md_text(value: Any) -> str:
+    """Free text in; markdown-inert text for a paragraph or a table cell out (report.md)."""
+    out = " ".join(str(value).split())
+    for char in "\\`*_[]<>|#":
+        out = out.replace(char, "\\" + char)
+    return out
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -40,6 +48,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["lit"] = lambda value, indent=0: py_literal(value, indent)
     env.filters["y"] = yaml_scalar
+    env.filters["md"] = md_text
     return env
 
 

@@ -18,12 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from .emit import MANIFEST, RUN_MARKER, split_run_block, write_atomically
+from .emit import RUN_MARKER, split_run_block, write_atomically
 from .render import yaml_scalar
+from .runtime.contract import ATTR_INTERRUPTED, EXIT_INTERRUPTED, GRID_STUDY_SUFFIX, MANIFEST_FILE, RUN_LOG_FILE
 
-RUN_LOG = "qas_run.log"
 POLL_SECONDS = 1.0
-EXIT_INTERRUPTED = 130  # what the script returns after Ctrl-C (autosearch_qas.py.j2)
 STOP_SECONDS = 120.0  # after Ctrl-C: how long the child gets to finish the trial in hand and close the study
 
 
@@ -73,16 +72,16 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     """The study now, read-only; None while it does not exist yet or is busy."""
     from optuna.trial import TrialState
 
-    from .report import GRID_SUFFIX, load_studies
+    from .report import load_studies
 
     facts = manifest["outputs"]["study"]
-    loaded = load_studies(out_dir / facts["db"], facts["name"], facts.get("grid_name", facts["name"] + GRID_SUFFIX))
+    loaded = load_studies(out_dir / facts["db"], facts["name"], facts["name"] + GRID_STUDY_SUFFIX)
     if isinstance(loaded, str):
         return None
     trials = [t for _, study_trials in loaded for t in study_trials]
     values = [t.value for t in trials if t.state == TrialState.COMPLETE]
     best = (max if manifest["search"]["direction"] == "maximize" else min)(values) if values else None
-    failed = sum(1 for t in trials if t.state == TrialState.FAIL and not t.user_attrs.get("interrupted"))
+    failed = sum(1 for t in trials if t.state == TrialState.FAIL and not t.user_attrs.get(ATTR_INTERRUPTED))
     return Snapshot(done=len(values), failed=failed, best=best)
 
 
@@ -91,7 +90,7 @@ def load_manifest(out_dir: Path) -> tuple[dict[str, Any], str]:
     or checked it."""
     from ruamel.yaml import YAML
 
-    body = split_run_block((out_dir / MANIFEST).read_text(encoding="utf-8"))[0]
+    body = split_run_block((out_dir / MANIFEST_FILE).read_text(encoding="utf-8"))[0]
     return YAML(typ="safe").load(body), body
 
 
@@ -109,7 +108,7 @@ def run_search(out_dir: Path, python: str, console: Any) -> Outcome:
     argv = command(manifest, python)
     total = total_trials(manifest)
     started = _now()
-    with open(out_dir / RUN_LOG, "a", encoding="utf-8") as log:
+    with open(out_dir / RUN_LOG_FILE, "a", encoding="utf-8") as log:
         log.write(f"== qas run {started}: {' '.join(argv)}\n")
         log.flush()
         child = subprocess.Popen(argv, cwd=out_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -203,9 +202,9 @@ def record(out_dir: Path, outcome: Outcome, python: str, report: dict[str, Any] 
     lines = [RUN_MARKER.rstrip("\n"), "run:"]
     for key, value in (("status", outcome.status), ("exit_code", outcome.exit_code), ("started", outcome.started),
                        ("finished", outcome.finished), ("python", python), ("argv", command(manifest, python)),
-                       ("log", RUN_LOG)):
+                       ("log", RUN_LOG_FILE)):
         lines.append(f"  {key}: {yaml_scalar(value)}")
     lines.append("  outputs:")
     lines += [f"    {key}: {yaml_scalar(value)}" for key, value in outputs.items()]
-    problems = write_atomically({MANIFEST: body + "\n".join(lines) + "\n"}, out_dir)
+    problems = write_atomically({MANIFEST_FILE: body + "\n".join(lines) + "\n"}, out_dir)
     return problems[0].message if problems else None

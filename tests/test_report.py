@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import optuna
@@ -14,6 +15,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState, create_trial
 
 from compiler.report import build_report, report_text, write_report_files
+from compiler.report.manifest import load_manifest, manifest_schema
+from compiler.resources import load_schema
 
 from .conftest import REPO
 
@@ -289,6 +292,8 @@ def test_files_written(run_dir: tuple[Path, optuna.Study, str]) -> None:
     ("empty_db", "is not a readable Optuna study database"),
     ("no_budget", "'budget' is a required property"),
     ("bad_direction", "search.direction"),
+    ("bad_engine", "engine: 'quark' is not one of ['qas', 'autosearchpro']"),
+    ("bad_count", "budget.grid_configs: -2 is less than the minimum of 0"),
     ("bad_yaml", "cannot read"),
 ])
 def test_errors_are_one_line(tmp_path: Path, breakage: str, expected: str) -> None:
@@ -306,6 +311,10 @@ def test_errors_are_one_line(tmp_path: Path, breakage: str, expected: str) -> No
         (tmp_path / DB).write_bytes(b"")
     elif breakage == "bad_direction":
         manifest.write_text(manifest.read_text().replace('"minimize"', '"lowest"'))
+    elif breakage == "bad_engine":
+        manifest.write_text(manifest.read_text().replace('engine: "qas"', 'engine: "quark"'))
+    elif breakage == "bad_count":
+        manifest.write_text(manifest.read_text().replace("grid_configs: 2", "grid_configs: -2"))
     elif breakage == "bad_yaml":
         manifest.write_text(manifest.read_text() + "search: [\n")
     before = (tmp_path / DB).read_bytes() if (tmp_path / DB).exists() else None
@@ -313,6 +322,17 @@ def test_errors_are_one_line(tmp_path: Path, breakage: str, expected: str) -> No
     assert isinstance(found, str) and "\n" not in found and expected in found, found
     after = (tmp_path / DB).read_bytes() if (tmp_path / DB).exists() else None
     assert before == after  # the study is opened read-only: never created, never written
+
+
+def test_every_compiled_manifest_passes_the_check_and_its_rules_are_the_stored_schemas() -> None:
+    manifests = sorted((REPO / "golden").glob("*/expected/run_manifest.yaml"))
+    assert manifests
+    for path in manifests:
+        assert isinstance(load_manifest(path), dict), path
+    stored, narrowed = load_schema("run_manifest.schema.json"), manifest_schema()
+    assert narrowed["properties"]["search"]["properties"]["direction"] == \
+        stored["properties"]["search"]["properties"]["direction"]
+    assert narrowed["properties"]["outputs"]["properties"]["study"]["required"] == ["db", "name"]
 
 
 def test_direction_disagreement_is_noted(tmp_path: Path) -> None:
@@ -404,3 +424,51 @@ def test_sampler_grid_counts_grid_configs(tmp_path: Path) -> None:
     assert "report/param_importances.html" in write_report_files(report, tmp_path)
     write_manifest(tmp_path, effective_trials=4, sampler="Grid")
     assert build_report(tmp_path)["budget_reached"] is False
+
+
+PERCENTILES = [[99.9, 99.99], [99.99, 99.999]]  # Quark's A8W8_SEARCH: PercentileCandidates chooses among lists
+
+
+def list_choice_run(out: Path, rows: list[tuple]) -> None:
+    """Trials whose space has a categorical with list choices, as a search over A8W8_SEARCH records them."""
+    write_manifest(out, effective_trials=len(rows))
+    study = new_study(out, "minimize")
+    distributions = {**DISTRIBUTIONS, "PercentileCandidates": CategoricalDistribution(PERCENTILES)}
+    for i, (value, algorithms, iters, lr, percentiles) in enumerate(rows):
+        (out / model_name(i, "sampler")).write_bytes(b"\0" * 100)
+        study.add_trial(create_trial(
+            value=value, distributions=distributions,
+            params={"algorithms": algorithms, "num_iterations": iters, "learning_rate": lr, "optim_device": "cpu",
+                    "PercentileCandidates": percentiles},
+            user_attrs={"stage": "sampler", "config": config_of(algorithms, iters, lr),
+                        "model": model_name(i, "sampler")}))
+
+
+@pytest.mark.filterwarnings("ignore:Choices for a categorical distribution:UserWarning")  # making the study
+def test_list_choices_are_left_out_of_importances(tmp_path: Path) -> None:
+    low, high = PERCENTILES
+    list_choice_run(tmp_path, [(0.4, "adaquant", 20, 3e-3, low), (0.1, "adaround", 40, 1e-3, high),
+                               (0.2, "adaquant", 50, 5e-4, low), (0.6, "adaround", 20, 1e-2, high)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = build_report(tmp_path)
+    assert isinstance(report, dict), report
+    assert not caught, [str(w.message) for w in caught]  # Optuna's storage warning on reading is not shown
+    json.dumps(report, allow_nan=False)
+    assert report["best"]["trial_number"] == 1 and report["top5"][0]["params"]["PercentileCandidates"] == high
+    assert set(report["importances"]) == VARYING
+    assert "importances leave out PercentileCandidates: its choices are lists, which Optuna cannot rank" in \
+        report["notes"]
+    assert "PercentileCandidates=[99.99, 99.999]" in report_text(report)
+    written = write_report_files(report, tmp_path)
+    assert "report/param_importances.html" in written
+    assert "PercentileCandidates" not in (tmp_path / "report" / "param_importances.html").read_text(encoding="utf-8")
+
+    only = tmp_path / "only"
+    only.mkdir()
+    list_choice_run(only, [(0.4, "adaquant", 20, 3e-3, low), (0.1, "adaquant", 20, 3e-3, high)])
+    report = build_report(only)
+    assert report["importances"] == {} and report["importances_study"] is None
+    assert any("leave out PercentileCandidates" in n for n in report["notes"])
+    assert any(n.startswith("no importances:") for n in report["notes"])
+    assert "report/param_importances.html" not in write_report_files(report, only)

@@ -154,3 +154,14 @@ def test_ctrl_c_during_qas_run_records_an_interrupted_run_and_a_rerun_completes(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run = manifest(out)["run"]
     assert run["status"] == "completed" and run["outputs"]["trials_complete"] == 3 + 5
+
+
+def test_write_atomically_takes_bytes_and_subfolders_and_replaces_nothing_on_failure(tmp_path: Path) -> None:
+    files = {"a.txt": "text\n", "sub/deeper/b.bin": b"\x89PNG\0"}
+    assert write_atomically(files, tmp_path) == []
+    assert (tmp_path / "a.txt").read_text() == "text\n" and (tmp_path / "sub/deeper/b.bin").read_bytes() == b"\x89PNG\0"
+    (tmp_path / "blocked").write_text("a file where a folder goes")
+    found = write_atomically({"a.txt": "new\n", "blocked/c.txt": "c"}, tmp_path)
+    assert [d.code for d in found] == ["QAS803"] and "cannot write into" in found[0].message
+    assert (tmp_path / "a.txt").read_text() == "text\n"  # staged, never put in place
+    assert not list(tmp_path.rglob("*.tmp"))

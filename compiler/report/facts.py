@@ -1,0 +1,217 @@
+"""The report's facts: a search output dir in; the run as plain JSON-ready data out (counts, ranking, the best
+trial cross-checked with best_config.json, importances), or a one-line error.
+
+Reads run_manifest.yaml, the Optuna study (opened read-only) and best_config.json; never changes them.
+Optuna is imported inside the functions so `import compiler.report` stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..runtime.contract import (
+    ATTR_CONFIG,
+    ATTR_ERROR,
+    ATTR_INTERRUPTED,
+    ATTR_MODEL,
+    ATTR_REUSED_FROM,
+    ATTR_STAGE,
+    BEST_CONFIG_FILE,
+    GRID_STUDY_SUFFIX,
+    MANIFEST_FILE,
+    STAGE_GRID,
+    STAGE_SAMPLER,
+)
+from .manifest import first_line, load_manifest
+from .studies import importances, load_studies
+
+TOP_N = 5
+
+
+def build_report(out_dir: Path) -> dict[str, Any] | str:
+    """Output dir in; the report as plain JSON-ready data out, or a one-line error (no manifest, no study, ...)."""
+    from optuna.trial import TrialState
+
+    manifest = load_manifest(out_dir / MANIFEST_FILE)
+    if isinstance(manifest, str):
+        return manifest
+    facts = manifest["outputs"]["study"]
+    grid_name = facts["name"] + GRID_STUDY_SUFFIX
+    loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name)
+    if isinstance(loaded, str):
+        return loaded
+    (main, main_trials), (grid, grid_trials) = loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
+    notes: list[str] = []
+
+    direction = main.direction.name.lower()
+    if direction != manifest["search"]["direction"]:
+        notes.append(f"{MANIFEST_FILE} says {manifest['search']['direction']} but the study {direction}s; "
+                     f"ranked as the study does")
+    # grid study first, then the main one, and a stable sort: ties rank as the search script ranks them
+    rows = [_Row(t, STAGE_GRID, grid_name) for t in grid_trials] + [
+        _Row(t, STAGE_GRID if t.user_attrs.get(ATTR_STAGE) == STAGE_GRID else STAGE_SAMPLER, facts["name"])
+        for t in main_trials]
+    numbers = {(r.study, r.trial.number): r.trial for r in rows}
+    complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
+    ranked = sorted(complete, key=lambda r: r.trial.value, reverse=direction == "maximize")
+    failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get(ATTR_INTERRUPTED)]
+    unstaged = sum(1 for r in rows if r.study == facts["name"] and ATTR_STAGE not in r.trial.user_attrs)
+    if unstaged:
+        notes.append(f"{unstaged} trial(s) carry no stage attribute and are counted as sampler trials")
+    counts = {
+        "complete_sampler": sum(1 for r in complete if r.stage == STAGE_SAMPLER),
+        "complete_grid": sum(1 for r in complete if r.stage == STAGE_GRID),
+        "failed": len(failed),
+        "interrupted": sum(1 for r in rows if r.trial.state == TrialState.FAIL) - len(failed),
+        "running": sum(1 for r in rows if r.trial.state == TrialState.RUNNING),
+        "pruned": sum(1 for r in rows if r.trial.state == TrialState.PRUNED),
+        "reused": sum(1 for r in complete if ATTR_REUSED_FROM in r.trial.user_attrs),
+        "total": len(rows),
+    }
+    if counts["running"]:
+        notes.append(f"{counts['running']} trial(s) still RUNNING: the search is going on, or was killed")
+    budget, sampler = manifest["budget"], manifest["search"].get("sampler")
+    # with sampler Grid the configurations are the trials, and engine qas keeps them in the grid study
+    counted = counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid" else counts["complete_sampler"]
+
+    best_config_name = manifest["outputs"].get("best_config", BEST_CONFIG_FILE)
+    saved = _load_json(out_dir / best_config_name)
+    if isinstance(saved, str):
+        notes.append(saved)
+        saved = None
+    best, agrees = None, False
+    if ranked:
+        top = ranked[0]
+        agrees = saved is not None and _agrees(saved, top, numbers, facts["name"], grid_name if grid else None)
+        best = _best(top, numbers, saved if agrees else None, saved, out_dir)
+        if saved is None:
+            notes.append(f"no {best_config_name}: the search has not written its summary yet")
+        elif not agrees:
+            notes.append(f"{best_config_name} names trial {saved.get('trial_number')} with value "
+                         f"{saved.get('value')}, but the best is {top.stage} trial {top.trial.number} "
+                         f"with value {top.trial.value}")
+    else:
+        notes.append("no complete trials yet")
+    # importances over the sampler stage's study; over the grid study when only that has trials (sampler Grid)
+    source = main if any(r.study == facts["name"] for r in complete) or grid is None else grid
+    found, importance_notes = importances(source, [r.trial for r in complete if r.study == source.study_name])
+    notes += importance_notes
+
+    run, inputs = manifest.get("run"), manifest.get("inputs")
+    evaluation = inputs.get("evaluation") if isinstance(inputs, dict) else None
+    return {
+        "out_dir": str(out_dir),
+        "name": manifest["name"],
+        "engine": manifest["engine"],
+        "direction": direction,
+        "metric": _metric(evaluation),
+        "sampler": sampler,
+        "device": manifest["search"].get("device"),
+        "run_status": run.get("status") if isinstance(run, dict) else None,
+        "study": {"db": facts["db"], "name": facts["name"], "grid_name": grid_name if grid is not None else None},
+        "budget": {"effective_trials": budget["effective_trials"], "grid_configs": budget["grid_configs"],
+                   "models_produced": budget.get("models_produced")},
+        "trials": counts,
+        "budget_reached": counted >= budget["effective_trials"],
+        "best": best,
+        "best_config_agrees": agrees,
+        "top5": [{"number": r.trial.number, "value": r.trial.value, "stage": r.stage, "params": r.trial.params,
+                  "model": _model_of(r, numbers), "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
+                 for r in ranked[:TOP_N]],
+        "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
+                     for r in failed],
+        "importances": found,
+        "importances_study": source.study_name if found else None,
+        "notes": notes,
+    }
+
+
+class _Row(NamedTuple):
+    """One trial of the run, with the stage it belongs to and the study that holds it."""
+
+    trial: Any  # optuna FrozenTrial
+    stage: str  # STAGE_GRID | STAGE_SAMPLER
+    study: str
+
+
+def _load_json(path: Path) -> dict[str, Any] | str | None:
+    """A JSON file in; its object out, None when absent, or a note when unreadable."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{path.name} is unreadable ({first_line(exc)}); ignored"
+    return data if isinstance(data, dict) else f"{path.name} is not a JSON object; ignored"
+
+
+def _model_of(row: _Row, numbers: dict[tuple[str, int], Any]) -> str | None:
+    """A trial in; the model file it scored out (a reused score points at the trial that made the model)."""
+    model = row.trial.user_attrs.get(ATTR_MODEL)
+    source = numbers.get((row.study, row.trial.user_attrs.get(ATTR_REUSED_FROM)))
+    if model is None and source is not None:
+        model = source.user_attrs.get(ATTR_MODEL)
+    return model if isinstance(model, str) else None
+
+
+def _agrees(saved: dict[str, Any], best: _Row, numbers: dict[tuple[str, int], Any], name: str,
+            grid_name: str | None) -> bool:
+    """best_config.json names the best value, and a trial that scored it (ties count) or none."""
+    value = saved.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isclose(value, best.trial.value):
+        return False
+    number = saved.get("trial_number")
+    if number is None:  # AutoSearchPro's grid winner has no trial number
+        return True
+    study = saved.get("study")
+    if not isinstance(study, str):
+        study = grid_name if saved.get("stage") == STAGE_GRID and grid_name is not None else name
+    named = numbers.get((study, number)) if isinstance(number, int) and not isinstance(number, bool) else None
+    return named is not None and named.value is not None and math.isclose(named.value, best.trial.value)
+
+
+def _best(row: _Row, numbers: dict[tuple[str, int], Any], agreed: dict[str, Any] | None,
+          saved: dict[str, Any] | None, out_dir: Path) -> dict[str, Any]:
+    """The best trial in; its facts out, filled from best_config.json only where that file agrees."""
+    config = row.trial.user_attrs.get(ATTR_CONFIG)
+    model = _model_of(row, numbers)
+    if agreed is not None:
+        config = agreed.get("config") if config is None else config
+        model = agreed.get("model") if model is None else model
+    best_model = saved.get("best_model") if saved is not None else None
+    model_bytes = _size(out_dir, model)
+    best_model_bytes = _size(out_dir, best_model)
+    return {
+        "trial_number": row.trial.number,
+        "study": row.study,
+        "value": row.trial.value,
+        "stage": row.stage,
+        "reused_from": row.trial.user_attrs.get(ATTR_REUSED_FROM),
+        "config": config,
+        "model": model,
+        "model_exists": model_bytes is not None,
+        "model_bytes": model_bytes,
+        "best_model": best_model if isinstance(best_model, str) else None,
+        "best_model_exists": best_model_bytes is not None,
+        "best_model_bytes": best_model_bytes,
+    }
+
+
+def _size(out_dir: Path, name: Any) -> int | None:
+    """A file name relative to the output dir in; its size out, None when it is not there."""
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        return (out_dir / name).stat().st_size if (out_dir / name).is_file() else None
+    except OSError:
+        return None
+
+
+def _metric(evaluation: Any) -> str | None:
+    if not isinstance(evaluation, dict):
+        return None
+    found = evaluation.get("metric") or evaluation.get("function")
+    return found if isinstance(found, str) else None

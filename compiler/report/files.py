@@ -1,0 +1,96 @@
+"""The report's files: the report (JSON-ready data) and its output dir in; plots under report/ and report.md
+written atomically, their relative paths out, or a one-line error.
+
+Optuna, matplotlib and jinja2 are imported inside the functions so `import compiler.report` stays cheap.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .studies import load_studies
+from .text import view
+
+PLOTS_DIR = "report"
+PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
+         "history_png": f"{PLOTS_DIR}/optimization_history.png",
+         "importances_html": f"{PLOTS_DIR}/param_importances.html"}
+
+
+def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str:
+    """The report and its output dir in; plots under report/ and report.md written, their relative paths out.
+
+    A one-line error comes back instead when nothing could be written; then nothing was replaced.
+    """
+    from ..emit import replace_files
+    from ..render import environment
+
+    files: dict[str, str | bytes] = {}
+    notes: list[str] = []
+    facts = report["study"]
+    complete = report["trials"]["complete_sampler"] + report["trials"]["complete_grid"]
+    loaded = load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "") if complete else None
+    if loaded is None:
+        notes.append("no plots: no trial has completed")
+    elif isinstance(loaded, str):
+        notes.append(f"no plots: {loaded}")
+    else:
+        studies = [study for study, trials in loaded if any(t.state.name == "COMPLETE" for t in trials)]
+        ranked_by = next((s for s in studies if s.study_name == report["importances_study"]), None)
+        files.update(_plots(studies, ranked_by, list(report["importances"]), report["metric"] or "Objective Value"))
+        if ranked_by is None:
+            notes.append("no importance plot: there are no importances (see the notes)")
+    shown = view(report)
+    links = {key: name if name in files else None for key, name in PLOTS.items()}
+    files["report.md"] = environment().get_template("report.md.j2").render(
+        v=shown, links=links, file_notes=notes, fence=_fence(shown["config_json"]))
+    problem = replace_files(files, out_dir)
+    return f"cannot write the report into {out_dir}: {problem}" if problem is not None else list(files)
+
+
+def _plots(studies: list[Any], importance_study: Any | None, importance_params: list[str],
+           target_name: str) -> dict[str, bytes]:
+    """The studies in; {relative path: bytes} of the history (HTML and PNG, one series a study) and importance
+    (HTML) plots out."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # before pyplot; no display, and kaleido is not needed for the PNG
+    import matplotlib.pyplot as plt
+    import optuna
+
+    plotted = studies[0] if len(studies) == 1 else studies
+    found = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ExperimentalWarning for the matplotlib plot; importance notes already made
+        history = optuna.visualization.plot_optimization_history(plotted, target_name=target_name)
+        found[PLOTS["history_html"]] = _html(history)
+        if importance_study is not None:
+            shares = optuna.visualization.plot_param_importances(importance_study, params=importance_params)
+            found[PLOTS["importances_html"]] = _html(shares)
+        axes = optuna.visualization.matplotlib.plot_optimization_history(plotted, target_name=target_name)
+    buffer = io.BytesIO()
+    try:
+        axes.figure.set_size_inches(10, 5)  # room for the legend optuna puts beside the axes
+        axes.figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    finally:
+        plt.close(axes.figure)
+    found[PLOTS["history_png"]] = buffer.getvalue()
+    return found
+
+
+def _html(figure: Any) -> bytes:
+    # plotly.js inlined (about 5 MB a file) so the page works offline
+    return figure.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")
+
+
+def _fence(text: str | None) -> str:
+    """Text in; a markdown code fence longer than any run of backticks inside it out."""
+    longest, run = 0, 0
+    for char in text or "":
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)

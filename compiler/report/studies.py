@@ -1,0 +1,115 @@
+"""The report's reading of the Optuna study DB: a DB path and study names in; the studies and their trials
+(opened read-only) out, and from a study's complete trials, the parameter importances.
+
+Optuna and SQLAlchemy are imported inside the functions so `import compiler.report` stays cheap.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .manifest import first_line
+
+ROUGH_BELOW = 50  # PED-ANOVA wants >= 5 trials in its top 10 %, so importances from fewer trials are rough
+
+
+def load_studies(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
+    """The study DB and names in; [(study, its trials)] opened read-only out (the grid study second, when
+    there is one), or an error line."""
+    if not db.is_file():
+        return f"no study database {db} (has the search run?)"
+    with warnings.catch_warnings():
+        # list choices (Quark's PercentileCandidates) load with a warning about persistent storage; the
+        # importances note says what matters about them
+        warnings.filterwarnings("ignore", "Choices for a categorical distribution", UserWarning)
+        return _load(db, name, grid_name)
+
+
+def _load(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
+    """load_studies' work, under its warning filter."""
+    import optuna
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import DatabaseError
+
+    uri = db.resolve().as_uri() + "?mode=ro"  # read-only: a report never creates, migrates or writes the DB
+    try:
+        storage = optuna.storages.RDBStorage(
+            "sqlite://", engine_kwargs={"creator": lambda: sqlite3.connect(uri, uri=True)})
+        names = optuna.get_all_study_names(storage)
+        if name not in names:
+            held = ", ".join(repr(n) for n in names) or "no studies"
+            return f"no study {name!r} in {db} (it holds {held})"
+        studies = [optuna.load_study(study_name=n, storage=storage) for n in (name, grid_name) if n in names]
+        for study in studies:
+            if len(study.directions) != 1:
+                return f"study {study.study_name!r} in {db} has {len(study.directions)} objectives; qas uses one"
+        if len(studies) == 2 and studies[0].direction != studies[1].direction:
+            return f"studies {name!r} and {grid_name!r} in {db} optimize in opposite directions"
+        return [(study, study.get_trials(deepcopy=False)) for study in studies]
+    except DatabaseError as exc:  # not SQLite, or SQLite without Optuna's tables (read-only, so not created)
+        return f"{db} is not a readable Optuna study database: {first_line(getattr(exc, 'orig', None) or exc)}"
+    except (StorageInternalError, RuntimeError) as exc:  # RuntimeError: schema from another Optuna version
+        return f"cannot read {db}: {first_line(exc)}"
+
+
+def varying(params: list[dict[str, Any]]) -> list[str]:
+    """Param dicts in; the parameters that took more than one value among them (in first-seen order) out."""
+    seen: dict[str, set[str]] = {}
+    for found in params:
+        for key, value in found.items():
+            seen.setdefault(key, set()).add(repr(value))  # repr: True and 1 are different choices
+    return [key for key, values in seen.items() if len(values) > 1]
+
+
+def importances(study: Any, complete: list[Any]) -> tuple[dict[str, float], list[str]]:
+    """The study and its complete trials in; (param -> importance, notes) out. Skipped when meaningless, and
+    parameters Optuna cannot rank (list choices) are left out with a note.
+
+    Optuna 5's default evaluator (PED-ANOVA) raises on none of the degenerate cases: it warns and returns
+    equal shares instead, so the cases are caught here first and the remaining warnings become notes.
+    """
+    import optuna
+
+    if len(complete) < 2:
+        return {}, [f"no importances: they need 2 or more complete trials, found {len(complete)}"]
+    if len({t.value for t in complete}) < 2:
+        return {}, ["no importances: every complete trial scored the same"]
+    changed = varying([t.params for t in complete])
+    if not changed:
+        return {}, ["no importances: no parameter took more than one value"]
+    notes = []
+    constant = len({k for t in complete for k in t.params}) - len(changed)
+    if constant:
+        notes.append(f"importances leave out {constant} parameter(s) that never changed")
+    unrankable = [key for key in changed if not _rankable(key, complete)]
+    if unrankable:
+        notes.append(f"importances leave out {', '.join(unrankable)}: {'its' if len(unrankable) == 1 else 'their'} "
+                     f"choices are lists, which Optuna cannot rank")
+        changed = [key for key in changed if key not in unrankable]
+        if not changed:
+            return {}, notes + ["no importances: no other parameter took more than one value"]
+    if len(complete) < ROUGH_BELOW:
+        notes.append(f"importances from {len(complete)} complete trials are rough "
+                     f"(PED-ANOVA wants {ROUGH_BELOW} or more)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = optuna.importance.get_param_importances(study, params=changed)
+    notes += list(dict.fromkeys(f"importances: {w.message}" for w in caught))
+    return {key: float(value) for key, value in found.items()}, notes
+
+
+def _rankable(key: str, complete: list[Any]) -> bool:
+    """A parameter and the complete trials in; False when Optuna's importance evaluators cannot take it out.
+
+    They group trials by the parameter's distribution, so its choices must be hashable; Quark's presets have
+    categoricals whose choices are lists (A8W8_SEARCH's PercentileCandidates).
+    """
+    for trial in complete:
+        try:
+            hash(trial.distributions.get(key))
+        except TypeError:
+            return False
+    return True

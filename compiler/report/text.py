@@ -1,0 +1,99 @@
+"""The report's terminal view: the report (JSON-ready data) in; every line and table cell as strings out, for
+the terminal block (report_text) and for report.md (templates/report.md.j2).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .manifest import first_line
+from .studies import varying
+
+
+def view(r: dict[str, Any]) -> dict[str, Any]:
+    """The report in; every line and table cell the terminal block and report.md print, as strings, out."""
+    from ..budget import gb
+
+    t, b, best = r["trials"], r["budget"], r["best"]
+    metric = r["metric"] or "value"
+    if r["sampler"] == "Grid":
+        trials = f"{t['complete_sampler'] + t['complete_grid']} of {b['effective_trials']} grid configs complete"
+    else:
+        trials = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials complete"
+        if b["grid_configs"] or t["complete_grid"]:
+            trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
+    trials += " (budget reached)" if r["budget_reached"] else " (budget NOT reached)"
+    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "running", "pruned") if t[k]]
+    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials recorded"
+    if t["reused"]:
+        trials += f"; {t['reused']} reused an earlier score"
+    facts = [
+        ("search", f"{r['engine']} engine, {r['sampler'] or '?'} sampler on {r['device'] or '?'}, "
+                   f"{r['direction']} {metric}" + (f", run {r['run_status']}" if r["run_status"] else "")),
+        ("trials", trials),
+    ]
+    config_json = None
+    if best is not None:
+        facts.append(("best", f"trial {best['trial_number']} ({best['stage']} stage): {metric} {_num(best['value'])}"
+                      + (f", score reused from trial {best['reused_from']}" if best["reused_from"] is not None
+                         else "")))
+        facts.append(("winner", _file(best["model"], best["model_bytes"], gb)))
+        if best["best_model"] is not None:
+            facts.append(("best_model", _file(best["best_model"], best["best_model_bytes"], gb)))
+        facts.append(("best_config", "agrees with the study" if r["best_config_agrees"]
+                      else "does NOT agree with the study (see notes)"))
+        if best["config"] is not None:
+            config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
+    else:
+        facts.append(("best", "none: no trial has completed"))
+    shown = varying([e["params"] for e in r["top5"]])
+    top = [[str(i), str(e["number"]), e["stage"], _num(e["value"]), e["model"] or "-"]
+           + ([", ".join(f"{k}={_num(e['params'][k])}" for k in shown if k in e["params"]) or "-"] if shown else [])
+           for i, e in enumerate(r["top5"], 1)]
+    return {
+        "title": f"{r['name']} ({r['out_dir']})",
+        "facts": facts,
+        "config_json": config_json,
+        "metric": metric,
+        "top_header": ["rank", "trial", "stage", metric, "model"] + (["differing params"] if shown else []),
+        "top": top,
+        "importances": [(k, f"{v:.3f}") for k, v in r["importances"].items()],
+        "failures": [(f"{f['stage']} trial {f['number']}", first_line(f["error"]) if f["error"]
+                      else "(no error recorded)") for f in r["failures"]],
+        "notes": list(r["notes"]),
+    }
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _file(name: str | None, size: int | None, gb: Any) -> str:
+    if name is None:
+        return "unknown (the trial recorded no model)"
+    return f"{name}, {gb(size)}" if size is not None else f"{name} (missing: deleted or never written)"
+
+
+def report_text(report: dict[str, Any]) -> str:
+    """The report in; a short block for a terminal out."""
+    v = view(report)
+    width = max(len(k) for k, _ in v["facts"])
+    lines = [f"report for {v['title']}:"] + [f"  {k:<{width}}  {text}" for k, text in v["facts"]]
+    if v["failures"]:
+        lines += ["failures:"] + [f"  {n}: {error}" for n, error in v["failures"]]
+    if v["config_json"] is not None:
+        lines += ["best config:"] + ["  " + line for line in v["config_json"].splitlines()]
+    if v["top"]:
+        rows = [v["top_header"], *v["top"]]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(v["top_header"]))]
+        lines.append(f"top {len(v['top'])}:")
+        lines += ["  " + "  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in rows]
+    if v["importances"]:
+        width = max(len(k) for k, _ in v["importances"])
+        lines += ["importances:"] + [f"  {k:<{width}}  {share}" for k, share in v["importances"]]
+    if v["notes"]:
+        lines += ["notes:"] + [f"  {note}" for note in v["notes"]]
+    return "\n".join(lines) + "\n"
