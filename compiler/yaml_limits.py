@@ -29,7 +29,7 @@ from .diagnostics import Diagnostic, diag
 
 MAX_BYTES = 256 * 1024  # spec file size
 MAX_DEPTH = 64  # nested mappings and sequences, counting what an alias names at the alias
-MAX_NODES = 10_000  # keys, values and items, each alias counted as a copy of what it names
+MAX_NODES = 5_000  # keys, values and items, each alias counted as a copy of what it names
 
 SIZE_HINT = "a spec is a few KB; keep data (samples, long lists of names) in files the spec points to"
 DEPTH_HINT = ("a spec needs about 6 levels; flatten the structure (an alias counts as deep as what "
