@@ -38,6 +38,9 @@ CODES: dict[str, Code] = _registry(
     Code("QAS101", E, "duplicate key"),
     Code("QAS102", E, "spec file cannot be read"),
     Code("QAS103", E, "spec is not a mapping"),
+    Code("QAS104", E, "spec file too large"),
+    Code("QAS105", E, "spec nested too deep"),
+    Code("QAS106", E, "too many nodes once aliases are expanded"),
     # schema
     Code("QAS201", E, "unknown key"),
     Code("QAS202", E, "missing required key"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from . import yaml_limits
 from .diagnostics import Diagnostic, YamlPath, diag
 
 
@@ -87,14 +89,15 @@ def _mark_diag(code: str, err: MarkedYAMLError, summary: str) -> Diagnostic:
 
 def load(path: Path) -> tuple[Document | None, list[Diagnostic]]:
     """Spec file path in; (Document, []) or (None, [located diagnostic]) out. Never raises for bad input."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [diag("QAS102", f"cannot read spec: {exc.__class__.__name__}: {exc}",
-                           hint="the spec must be a UTF-8 text file").located(1, 1)]
+    text = _read(path)
+    if isinstance(text, Diagnostic):
+        return None, [text]
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
+        broken = yaml_limits.check_structure(text)  # before ruamel recurses or expands aliases
+        if broken is not None:
+            return None, [broken]
         tree = yaml.load(text)
     except DuplicateKeyError as exc:
         d = _mark_diag("QAS101", exc, "duplicate key")
@@ -112,6 +115,28 @@ def load(path: Path) -> tuple[Document | None, list[Diagnostic]]:
                            hint="start from `qas schema` or specs/example/spec.yaml").located(1, 1)]
     data = to_plain(tree)
     return Document(path=path, text=text, tree=tree, data=data), []
+
+
+def _read(path: Path) -> str | Diagnostic:
+    """Spec path in; its text (newlines made \\n, as read_text does) or a located QAS102/QAS104 out.
+
+    The size is checked before reading, and at most one byte past the limit is ever read
+    (a FIFO or a file still growing has no trustworthy size).
+    """
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            too_big = yaml_limits.check_size(size)
+            if too_big is not None:
+                return too_big
+            raw = handle.read(yaml_limits.MAX_BYTES + 1)
+        too_big = yaml_limits.check_size(len(raw), exact=False)
+        if too_big is not None:
+            return too_big
+        return raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        return diag("QAS102", f"cannot read spec: {exc.__class__.__name__}: {exc}",
+                    hint="the spec must be a UTF-8 text file").located(1, 1)
 
 
 def _duplicate_key_name(exc: DuplicateKeyError) -> str | None:

@@ -77,9 +77,10 @@ def target_env(case_dir: Path) -> Environment:
     return env
 
 
-def qas(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`qas <args>` in a subprocess with this interpreter, output captured as text."""
-    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd)
+def qas(*args: str, cwd: Path | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`qas <args>` in a subprocess with this interpreter, output captured as text (TimeoutExpired past timeout)."""
+    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
 
 
 def compile_and_run(spec: Path) -> tuple[Path, subprocess.CompletedProcess]:
