@@ -252,7 +252,7 @@ def test_text_block(run_dir: tuple[Path, optuna.Study, str]) -> None:
     assert f"trial {best} (sampler stage): L2 {BEST_MIN if best == 4 else BEST_MAX:.6g}" in text
     nested = ('    "adaquant_params": {\n      "num_iterations": 40,' if best == 4
               else '    "adaround_params": {\n      "num_iterations": 30,')
-    assert f"best config:\n  {{\n    \"algorithms\"" in text and nested in text
+    assert "best config:\n  {\n    \"algorithms\"" in text and nested in text
     assert ("quantized_model_4.onnx, 1.2 KB" if best == 4 else "quantized_model_5.onnx (missing") in text
     table = text.split("top 5:\n", 1)[1].split("importances:", 1)[0].splitlines()
     assert table[0].split()[:4] == ["rank", "trial", "stage", "L2"]

@@ -236,6 +236,13 @@ def test_the_runtime_and_every_golden_settings_script_pass_the_linter() -> None:
     assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
+def test_the_whole_package_tests_and_benches_have_no_undefined_or_unused_names() -> None:
+    targets = [str(REPO / name) for name in ("compiler", "tests", "bench")]
+    linted = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "F,E9", *targets],
+                            capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
 def test_the_runtime_imports_only_the_standard_library_at_import_time() -> None:
     code = ("import sys, compiler.runtime.launch, compiler.runtime.engine_qas, compiler.runtime.engine_autosearchpro;"
             "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch') if m in sys.modules))")
