@@ -201,6 +201,8 @@ def run_command(
     force: Annotated[bool, typer.Option("--force", help="Compile a spec over a hand-edited script or files qas "
                                                          "did not write.")] = False,
     python: PythonOpt = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Quark's, onnxruntime's and torch's "
+                                                                  "output too (else it goes to search.log).")] = False,
 ) -> None:
     """Compile (a spec) or check (a manifest), show the plan, ask, then run the search with a progress bar.
 
@@ -246,13 +248,18 @@ def run_command(
         if not go:
             typer.echo("qas: not run (pass --yes to run without asking)", err=True)
             raise typer.Exit(EXIT_SPEC)
-    outcome = run_search(result.out_dir, interpreter, Console(stderr=True))
+    outcome = run_search(result.out_dir, interpreter, Console(stderr=True), verbose)
     report = build_report(result.out_dir)
     problem = record(result.out_dir, outcome, interpreter, report)
     if problem is not None:
         typer.echo(f"qas: warning: the outcome was not recorded in {MANIFEST_FILE}: {problem}", err=True)
     if isinstance(report, dict):
         sys.stdout.write(report_text(report | {"run_status": outcome.status}))
+        written = write_report_files(report, result.out_dir)
+        if isinstance(written, str):
+            typer.echo(f"qas: warning: the report files were not written: {written}", err=True)
+        else:
+            typer.echo(f"wrote {', '.join(_display_name(result.out_dir / f) for f in written)}", err=True)
     typer.echo(f"qas: run {outcome.status} (exit code {outcome.exit_code}); recorded in "
                f"{_display_name(result.out_dir / MANIFEST_FILE)}; log {_display_name(result.out_dir / RUN_LOG_FILE)}",
                err=True)

@@ -23,6 +23,7 @@ from .render import yaml_scalar
 from .runtime.contract import ATTR_INTERRUPTED, EXIT_INTERRUPTED, GRID_STUDY_SUFFIX, MANIFEST_FILE, RUN_LOG_FILE
 
 POLL_SECONDS = 1.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STOP_SECONDS = 120.0  # after Ctrl-C: how long the child gets to finish the trial in hand and close the study
 
 
@@ -100,12 +101,29 @@ def command(manifest: dict[str, Any], python: str) -> list[str]:
     return [python if argv[0] == "python" else argv[0]] + argv[1:]
 
 
-def run_search(out_dir: Path, python: str, console: Any) -> Outcome:
-    """Run the compiled search in out_dir, streaming its output above a progress bar on `console`."""
+def run_search(out_dir: Path, python: str, console: Any, verbose: bool = False) -> Outcome:
+    """Run the compiled search in out_dir, streaming its output above a progress bar on `console`.
+
+    SIGINT and SIGTERM to qas (also when qas started with SIGINT ignored) stop the search cleanly: the
+    child is asked to stop after marking the trial in hand interrupted, and the outcome is "interrupted".
+    """
+    previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
+    try:
+        return _run(out_dir, python, console, verbose)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(out_dir: Path, python: str, console: Any, verbose: bool) -> Outcome:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     manifest, _ = load_manifest(out_dir)
-    argv = command(manifest, python)
+    argv = command(manifest, python) + (["--verbose"] if verbose else [])
     total = total_trials(manifest)
     started = _now()
     with open(out_dir / RUN_LOG_FILE, "a", encoding="utf-8") as log:
@@ -155,17 +173,19 @@ def _follow(child: subprocess.Popen, out_dir: Path, manifest: dict[str, Any], pr
 
 
 def _stop(child: subprocess.Popen) -> None:
-    """Ctrl-C: pass it on, and let the child finish the trial in hand and close the study."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan the child
+    """Ctrl-C or SIGTERM: pass it on as SIGINT, and let the child mark the trial in hand and close the study."""
+    for signum in STOP_SIGNALS:  # a second signal must not orphan the child
+        signal.signal(signum, signal.SIG_IGN)
     try:
         child.send_signal(signal.SIGINT)
         try:
             child.wait(STOP_SECONDS)
         except subprocess.TimeoutExpired:
-            child.terminate()
+            child.terminate()  # the child's second signal: it ends at once
             child.wait()
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _interrupt)
 
 
 def _pump(stream: TextIO, log: TextIO, console: Any) -> None:

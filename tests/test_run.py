@@ -134,16 +134,22 @@ def test_run_then_resume_from_the_manifest_then_report(example_copy: Path) -> No
     assert all((out / f).stat().st_size > 0 for f in data["files"])
 
 
-def test_ctrl_c_during_qas_run_records_an_interrupted_run_and_a_rerun_completes(example_copy: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_qas_run_records_an_interrupted_run_and_a_rerun_completes(example_copy: Path,
+                                                                              signum: int) -> None:
     pytest.importorskip("quark.onnx")
     spec = example_copy / "spec.yaml"
     spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 5"))
     out = example_copy / "autosearch_output"
+
+    def started_as_nohup_would() -> None:  # SIGINT ignored from the start, as nohup or `&` in a script leave it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     proc = subprocess.Popen(QAS + ["run", "spec.yaml", "--yes"], cwd=example_copy, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=started_as_nohup_would)
     for line in proc.stderr:  # the signal goes to qas alone: it must pass it on
         if line.startswith("qas: sampler trial 1:"):
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             break
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 130, stderr[-3000:]
@@ -156,6 +162,7 @@ def test_ctrl_c_during_qas_run_records_an_interrupted_run_and_a_rerun_completes(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run = manifest(out)["run"]
     assert run["status"] == "completed" and run["outputs"]["trials_complete"] == 3 + 5
+    assert (out / "report.md").is_file() and "report.md" in resumed.stderr  # qas run writes the report too
 
 
 def test_write_atomically_takes_bytes_and_subfolders_and_replaces_nothing_on_failure(tmp_path: Path) -> None:
