@@ -33,6 +33,18 @@ def canonical_hash(value: Any) -> str:
     return sha256_text(json.dumps(value, separators=(",", ":"), ensure_ascii=True))
 
 
+def file_sha256(path: Path) -> str:
+    """A file's content hash (read in chunks; a model of many GB costs seconds, not memory)."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def model_contents(model: Path, model_facts: dict[str, Any]) -> dict[str, str]:
+    """The model file and each external data file it names, by name relative to the model's folder, -> sha256."""
+    names = [model.name] + [e["location"] for e in model_facts["external_data"]]
+    return {name: file_sha256(model.parent / name) for name in names}
+
+
 @dataclass(frozen=True)
 class ReaderFacts:
     """Where one reader's data or code is, resolved: a sample/image folder, or the reader class's file."""
@@ -56,6 +68,7 @@ class Facts:
     script_file: str  # file name inside the output dir
     model: Path  # absolute, like every path here
     external_data: Path | None  # the model's sibling external-data file, when there is one
+    model_sha256: dict[str, str]  # the model file and its external data, relative to the model's folder -> sha256
     output_dir: Path
     temp_dir: Path  # output.temp_dir, else DEFAULT_TEMP_DIR inside the output dir
     calibration: ReaderFacts
@@ -103,6 +116,7 @@ def derive(spec: Spec) -> Facts:
         script_file=script_file(spec.name),
         model=spec_path(spec, spec.model),
         external_data=external_data_path(spec),
+        model_sha256=model_contents(spec_path(spec, spec.model), model_facts),
         output_dir=output_dir,
         temp_dir=spec_path(spec, spec.output.temp_dir) if spec.output.temp_dir else output_dir / DEFAULT_TEMP_DIR,
         calibration=_reader(spec, spec.calibration, model_facts),

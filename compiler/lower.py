@@ -43,6 +43,7 @@ class Plan:
     engine: str
     model: str  # relative to the output dir
     external_data: str | None
+    model_sha256: dict[str, str]  # the model file and its external data (names relative to the model's folder)
     calibration: ReaderPlan
     eval_data: ReaderPlan | None
     metric: str | None
@@ -124,6 +125,7 @@ def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
         engine=facts.engine.name,
         model=_rel(facts.model, out_abs),
         external_data=_rel(facts.external_data, out_abs) if facts.external_data else None,
+        model_sha256=facts.model_sha256,
         calibration=_reader(spec.calibration, facts.calibration, out_abs),
         eval_data=_reader(ev.data, facts.eval_data, out_abs) if ev.data is not None else None,
         metric=ev.metric,

@@ -40,7 +40,7 @@ def settings(folder: Path, **changes: Any) -> Settings:
     """Settings of a two-stage search over SPACE in `folder` (the model itself is never read by the fakes)."""
     values: dict[str, Any] = dict(
         script=str(folder / "fake_autosearch.py"), engine="qas", spec_hash="s", space_hash="h", device="cpu",
-        torch_device="cpu", model="model.onnx", calibration={"folder": "calib", "limit": None}, eval_data=None,
+        torch_device="cpu", model="model.onnx", model_sha256={}, calibration={"folder": "calib", "limit": None}, eval_data=None,
         metric="L2", evaluator=None, direction="minimize", sampler="TPE", seed=0, n_trials=4, two_stage=True,
         grid_configs=6, study_name="fake", study_db="fake_study.db", resume=True, plots=False, temp_dir="tmp",
         requirements={}, search_space=SPACE)
@@ -318,3 +318,24 @@ def test_a_damaged_study_file_stops_the_search_naming_it_and_is_never_rewritten(
     err = capsys.readouterr().err
     assert f"the study file {db} is " in err and "qas leaves it as it is" in err and "Traceback" not in err
     assert db.read_bytes() == before
+
+
+def test_a_model_changed_since_compile_is_refused_with_the_fix(tmp_path: Path, capsys: Any) -> None:
+    import hashlib
+
+    from compiler.runtime.checks import check_model
+
+    model, data = tmp_path / "m.onnx", tmp_path / "m.onnx_data"
+    model.write_bytes(b"graph")
+    data.write_bytes(b"weights")
+    expected = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (model, data)}
+    check_model(model, expected)  # unchanged: nothing to say
+    data.write_bytes(b"other weights")
+    with pytest.raises(SystemExit) as stop:
+        check_model(model, expected)
+    assert stop.value.code == contract.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "the model changed since compile (m.onnx_data in " in err and "recompile the spec" in err
+    data.unlink()
+    with pytest.raises(SystemExit):
+        check_model(model, expected)

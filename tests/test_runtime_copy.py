@@ -34,3 +34,23 @@ def test_a_hand_edited_runtime_copy_is_refused_without_force(example_copy: Path)
     refused = refuse_overwrites(result.files, result.out_dir, force=False)
     assert [d.code for d in refused] == ["QAS801"] and "engine_qas.py was edited by hand" in refused[0].message
     assert refuse_overwrites(result.files, result.out_dir, force=True) == []
+
+
+def test_the_script_refuses_a_model_replaced_after_compile(example_copy: Path) -> None:
+    import subprocess
+    import sys
+
+    import onnx
+
+    result = compile_spec(example_copy / "spec.yaml")
+    assert not write_atomically(result.files, result.out_dir)
+    model_path = example_copy / "models" / "tinycnn.onnx"
+    model = onnx.load(str(model_path))
+    model.producer_name = "someone else"  # another float model with the same inputs
+    onnx.save(model, str(model_path))
+    ran = subprocess.run([sys.executable, str(result.out_dir / result.plan.script)], capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 2
+    assert "qas: error: the model changed since compile (tinycnn.onnx in " in ran.stderr
+    assert "recompile the spec" in ran.stderr and "Traceback" not in ran.stderr
+    assert not (result.out_dir / "tinycnn_study.db").exists()  # refused before any work

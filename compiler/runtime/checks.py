@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
+from pathlib import Path
 
 from . import contract
 from .console import warn
@@ -39,6 +41,28 @@ def check_packages(requirements: dict[str, str]) -> None:
     if missing:
         fail("missing packages: " + ", ".join(missing) + "; install them: "
              + f"{sys.executable} -m pip install " + " ".join(repr(m) for m in missing))
+
+
+def changed_model_files(model_path: Path, expected: dict[str, str]) -> list[str]:
+    """The model's folder and {file name: sha256 at compile time} in; the names whose content differs now out."""
+    changed = []
+    for name, digest in expected.items():
+        try:
+            with (model_path.parent / name).open("rb") as handle:
+                found = hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError:
+            found = None
+        if found != digest:
+            changed.append(name)
+    return changed
+
+
+def check_model(model_path: Path, expected: dict[str, str]) -> None:
+    """Exit unless the model (and its external data) are the files compile checked, byte for byte."""
+    changed = changed_model_files(model_path, expected)
+    if changed:
+        fail(f"the model changed since compile ({', '.join(changed)} in {model_path.parent} differ or are gone); "
+             "recompile the spec (qas compile SPEC, or qas run SPEC) so its checks and estimates hold for this model")
 
 
 def check_device(device: str) -> None:

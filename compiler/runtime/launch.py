@@ -12,7 +12,7 @@ import importlib
 import traceback
 
 from . import contract, lock, stopping
-from .checks import check_device, check_packages
+from .checks import check_device, check_model, check_packages
 from .console import route_library_output, warn
 from .settings import Settings
 
@@ -34,6 +34,7 @@ def main(settings: Settings, argv: list[str] | None = None) -> int:
     stopping.install()
     check_packages(settings.requirements)
     check_device(settings.device)
+    check_model(settings.model_path, settings.model_sha256)
     held = lock.acquire(settings.path(settings.study_db))
     log = settings.path(contract.SEARCH_LOG_FILE)
     if not args.verbose:

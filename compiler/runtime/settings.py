@@ -20,6 +20,7 @@ class Settings:
     device: str  # cpu | cuda:N | rocm:N, never changed
     torch_device: str  # what torch calls it (rocm:N is cuda:N in a ROCm build)
     model: str
+    model_sha256: dict[str, str]  # the model file and its external data, by name in the model's folder -> sha256
     calibration: dict[str, Any]  # {"folder", "limit"} | {"images", "limit", "input", "preprocess"} | {"file", "class", "args"}
     eval_data: dict[str, Any] | None  # the same kinds; None: the calibration samples are the evaluation samples
     metric: str | None  # a Quark metric against the float outputs, or None with a user evaluator
