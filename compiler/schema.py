@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from .diagnostics import Diagnostic, YamlPath, diag
@@ -14,6 +15,15 @@ from .source import non_finite_paths
 from .suggest import did_you_mean
 
 SPEC_SCHEMA = "spec.schema.json"
+# No number in a spec may be larger than this (floats lose integer precision beyond it); the user's own
+# reader arguments are passed through untouched and are exempt.
+NUMBER_BOUND = 2**53
+PASSED_THROUGH = (("calibration", "args"), ("evaluation", "data", "args"))
+
+# JSON Schema counts 3.0 as an integer; a spec's integers are written as integers (the script gets an int).
+_STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+_Validator = validators.extend(Draft202012Validator, type_checker=_STRICT_TYPES)
 
 
 def check(data: Any) -> list[Diagnostic]:
@@ -21,9 +31,10 @@ def check(data: Any) -> list[Diagnostic]:
     found = list(_non_string_keys(data, ()))
     found += [diag("QAS208", "NaN and infinity are not allowed in a spec", p,
                    hint="write a finite number") for p in non_finite_paths(data)]
+    found += list(_huge_numbers(data, ()))
     if found:
         return found
-    validator = Draft202012Validator(load_schema(SPEC_SCHEMA))
+    validator = _Validator(load_schema(SPEC_SCHEMA))
     for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
         found.extend(_translate(error))
     return _dedupe(found)
@@ -42,6 +53,21 @@ def _non_string_keys(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
             yield from _non_string_keys(v, path + (i,))
 
 
+def _huge_numbers(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
+    if any(path[:len(p)] == p for p in PASSED_THROUGH):
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if math.isfinite(value) and abs(value) > NUMBER_BOUND:  # NaN and infinity have their own code
+            yield diag("QAS205", f"{value!r} is out of range: no number in a spec may exceed 2**53 "
+                                 f"({NUMBER_BOUND}) in size", path, hint="write a number of a sensible size")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _huge_numbers(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _huge_numbers(v, path + (i,))
+
+
 def _translate(error: ValidationError) -> list[Diagnostic]:
     path: YamlPath = tuple(error.absolute_path)
     kind = error.validator
@@ -50,6 +76,9 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
     where = ".".join(str(p) for p in path) or "the spec"
     if kind in {"oneOf", "not", "dependentRequired"} and not isinstance(instance, dict):
         return []  # the type error on the same node says what is wrong
+    if path == ("qas",):  # one message, whatever is wrong with it (a string, 2, 1.0)
+        return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
+                     hint="this qas reads format 1: write `qas: 1`")]
     if kind == "additionalProperties":
         known = list(schema.get("properties", {}))
         extras = [k for k in instance if k not in known]
@@ -59,6 +88,10 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
         missing = [k for k in error.validator_value if k not in instance]
         return [diag("QAS202", f"missing required key {k!r} in {where}", path,
                      hint=_describe(schema, k), at_key=bool(path)) for k in missing]
+    if kind == "type" and _wants_integer(error.validator_value) and isinstance(instance, float):
+        whole = instance.is_integer()
+        return [diag("QAS203", f"{where} must be an integer, not {instance!r}", path,
+                     hint=f"write {int(instance)}" if whole else "write a whole number, without a decimal point")]
     if kind == "type":
         return [diag("QAS203", f"{where} must be {_type_words(error.validator_value)}, "
                                f"not {_json_type(instance)}", path, hint=_field_hint(schema))]
@@ -66,10 +99,11 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
         return [diag("QAS204", f"{instance!r} is not allowed for {where}", path,
                      hint=did_you_mean(str(instance), error.validator_value))]
     if kind == "const":
-        if path == ("qas",):
-            return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
-                         hint="this qas reads format 1: write `qas: 1`")]
         return [diag("QAS204", f"{where} must be {error.validator_value!r}", path)]
+    if kind in {"minimum", "maximum", "exclusiveMinimum"} and isinstance(instance, (int, float)):
+        bound = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "above"}[kind]
+        return [diag("QAS205", f"{where} must be {bound} {error.validator_value!r}, not {instance!r}", path,
+                     hint=_field_hint(schema))]
     if kind in {"pattern", "minimum", "maximum", "minLength", "maxLength", "exclusiveMinimum", "minItems", "maxItems"}:
         return [diag("QAS205", f"{instance!r} is not a valid value for {where}", path,
                      hint=_field_hint(schema))]
@@ -100,6 +134,10 @@ def _alternatives(error: ValidationError, path: YamlPath, where: str) -> Diagnos
                     hint=f"add {names}")
     # exactly one alternative given but it failed: its own errors say why
     return diag("QAS205", f"{where}: {error.message}", path)
+
+
+def _wants_integer(expected: Any) -> bool:
+    return expected == "integer" or isinstance(expected, list) and "integer" in expected
 
 
 def _dependent_key(error: ValidationError) -> str | None:

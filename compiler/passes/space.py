@@ -200,6 +200,13 @@ def _check_group(group: str, body: dict[str, Any], at: Locator, must_be_lists: b
                        hint=f"write [{value!r}]" if isinstance(value, SCALARS) else None)
 
 
+def _whole_hint(value: Any) -> str | None:
+    """`write 3` for 3.0 (Optuna's int ranges refuse floats at run time), else None."""
+    if isinstance(value, float) and value.is_integer():
+        return f"write {int(value)}"
+    return None
+
+
 def _check_range(group: str, param: str, value: dict[str, Any], at: Locator) -> Iterator[Diagnostic]:
     where = at(group, param)
     kind = value.get("type")
@@ -216,14 +223,18 @@ def _check_range(group: str, param: str, value: dict[str, Any], at: Locator) -> 
     low, high = value.get("low"), value.get("high")
     for name, bound in (("low", low), ("high", high)):
         if not isinstance(bound, number) or isinstance(bound, bool):
-            yield diag("QAS320", f"{group}.{param}: {name} must be {'an integer' if kind == 'int' else 'a number'}",
-                       where, hint="write low and high")
+            words = "an integer" if kind == "int" else "a number"
+            yield diag("QAS320", f"{group}.{param}: {name} must be {words}"
+                                 + (f", not {bound!r}" if isinstance(bound, float) else ""),
+                       where + ((name,) if name in value else ()), hint=_whole_hint(bound) or "write low and high")
             return
     if low > high:
         yield diag("QAS320", f"{group}.{param}: low {low} is above high {high}", where)
     step = value.get("step", 1)
     if kind == "int" and (not isinstance(step, int) or isinstance(step, bool) or step < 1):
-        yield diag("QAS320", f"{group}.{param}: step must be a positive integer", where)
+        yield diag("QAS320", f"{group}.{param}: step must be a positive integer"
+                             + (f", not {step!r}" if isinstance(step, float) else ""),
+                   where + ("step",), hint=_whole_hint(step) if isinstance(step, float) and step >= 1 else None)
     if kind == "float" and value.get("log") and low <= 0:
         yield diag("QAS320", f"{group}.{param}: a log range needs low > 0", where)
     if "log" in value and not isinstance(value["log"], bool):

@@ -1,0 +1,95 @@
+"""Values that used to compile and fail later (issue 10): each refused at compile time, located, with a hint."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from compiler import schema
+from compiler.resources import load_schema
+
+VALID: dict[str, Any] = {
+    "qas": 1, "name": "v", "model": "m.onnx",
+    "calibration": {"images": "img", "limit": 4, "preprocess": {"resize": [8, 8]}},
+    "search": {"preset": "XINT8_SEARCH", "seed": 0, "n_trials": 3, "max_failures": 2},
+    "device": "cpu",
+}
+
+
+def _integer_paths(node: Any, path: tuple = ()) -> list[tuple]:
+    """Every schema path whose value is typed integer (array items as index 0)."""
+    found = []
+    if isinstance(node, dict):
+        if node.get("type") == "integer":
+            found.append(path)
+        for key, sub in node.get("properties", {}).items():
+            found += _integer_paths(sub, path + (key,))
+        if isinstance(node.get("items"), dict):
+            found += _integer_paths(node["items"], path + (0,))
+        if "$ref" in node:
+            found += _integer_paths(load_schema("spec.schema.json")["$defs"][node["$ref"].split("/")[-1]], path)
+    return found
+
+
+def _with(data: dict[str, Any], path: tuple, value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    node = out
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return out
+
+
+def test_the_valid_base_is_valid() -> None:
+    assert schema.check(VALID) == []
+
+
+INTEGER_PATHS = [p for p in _integer_paths(load_schema("spec.schema.json"))
+                 if p[0] != "evaluation"]  # evaluation.data is the same reader as calibration
+
+
+def test_the_integer_fields_are_all_covered() -> None:
+    assert set(INTEGER_PATHS) == {("qas",), ("calibration", "limit"), ("calibration", "preprocess", "resize", 0),
+                                  ("search", "seed"), ("search", "n_trials"), ("search", "max_failures")}
+
+
+@pytest.mark.parametrize("path", [p for p in INTEGER_PATHS if p != ("qas",)])
+def test_every_integer_field_refuses_a_float(path: tuple) -> None:
+    (found,) = schema.check(_with(VALID, path, 3.0))
+    assert found.code == "QAS203" and found.path == path and found.hint == "write 3"
+    assert "must be an integer, not 3.0" in found.message
+    (fraction,) = schema.check(_with(VALID, path, 2.5))
+    assert fraction.code == "QAS203" and "without a decimal point" in fraction.hint
+
+
+@pytest.mark.parametrize("value", [1.0, "1", 2, True])
+def test_only_the_integer_1_is_a_spec_format(value: Any) -> None:
+    (found,) = schema.check(_with(VALID, ("qas",), value))
+    assert found.code == "QAS207" and found.path == ("qas",) and "`qas: 1`" in found.hint
+
+
+@pytest.mark.parametrize("path, value", [
+    (("search", "n_trials"), 10**23), (("search", "seed"), -(2**60)), (("calibration", "limit"), 2**53 + 1),
+    (("search", "override"), {"adaquant_params": {"num_iterations": {"type": "int", "low": 1, "high": 1e29}}}),
+])
+def test_numbers_beyond_2_53_are_refused_anywhere(path: tuple, value: Any) -> None:
+    found = schema.check(_with(VALID, path, value))
+    assert [d.code for d in found] == ["QAS205"] and "2**53" in found[0].message
+    assert found[0].path[:len(path)] == path
+
+
+@pytest.mark.parametrize("path, value, bound", [
+    (("search", "seed"), 2**31, "at most 2147483647"), (("search", "n_trials"), 1_000_001, "at most 1000000"),
+    (("search", "max_failures"), 10**7, "at most 1000000"), (("calibration", "preprocess", "resize", 1), 20000, "at most 16384"),
+    (("calibration", "limit"), 0, "at least 1"),
+])
+def test_integer_fields_have_sane_maxima(path: tuple, value: int, bound: str) -> None:
+    (found,) = schema.check(_with(VALID, path, value))
+    assert found.code == "QAS205" and found.path == path and bound in found.message
+
+
+def test_a_readers_own_arguments_pass_through_whatever_their_size() -> None:
+    data = _with(VALID, ("calibration",), {"reader": "r.py:R", "args": {"offset": 2**64, "scale": 1e300}})
+    assert schema.check(data) == []
