@@ -15,8 +15,8 @@ from .source import non_finite_paths
 from .suggest import did_you_mean
 
 SPEC_SCHEMA = "spec.schema.json"
-# No number in a spec may be larger than this (floats lose integer precision beyond it); the user's own
-# reader arguments are passed through untouched and are exempt.
+# No number in a spec may be larger than this (floats lose integer precision beyond it), and no string may
+# hold a NUL byte; the user's own reader arguments are passed through untouched and are exempt.
 NUMBER_BOUND = 2**53
 PASSED_THROUGH = (("calibration", "args"), ("evaluation", "data", "args"))
 
@@ -31,7 +31,7 @@ def check(data: Any) -> list[Diagnostic]:
     found = list(_non_string_keys(data, ()))
     found += [diag("QAS208", "NaN and infinity are not allowed in a spec", p,
                    hint="write a finite number") for p in non_finite_paths(data)]
-    found += list(_huge_numbers(data, ()))
+    found += list(_unusable_values(data, ()))
     if found:
         return found
     validator = _Validator(load_schema(SPEC_SCHEMA))
@@ -53,19 +53,25 @@ def _non_string_keys(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
             yield from _non_string_keys(v, path + (i,))
 
 
-def _huge_numbers(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
+def _unusable_values(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
+    """Numbers beyond NUMBER_BOUND and strings holding a NUL byte (no path, name or Quark string can), at any depth."""
     if any(path[:len(p)] == p for p in PASSED_THROUGH):
         return
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if math.isfinite(value) and abs(value) > NUMBER_BOUND:  # NaN and infinity have their own code
             yield diag("QAS205", f"{value!r} is out of range: no number in a spec may exceed 2**53 "
                                  f"({NUMBER_BOUND}) in size", path, hint="write a number of a sensible size")
+    elif isinstance(value, str):
+        if "\0" in value:
+            where = ".".join(str(p) for p in path)
+            yield diag("QAS205", f"{where} holds a NUL byte (\\0), which no path or name can contain: {value!r}",
+                       path, hint="remove the \\0 (in YAML, a double-quoted \"\\0\" is a NUL byte)")
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _huge_numbers(v, path + (k,))
+            yield from _unusable_values(v, path + (k,))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from _huge_numbers(v, path + (i,))
+            yield from _unusable_values(v, path + (i,))
 
 
 def _translate(error: ValidationError) -> list[Diagnostic]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from compiler import schema
 from compiler.resources import load_schema
+
+from .conftest import qas
 
 VALID: dict[str, Any] = {
     "qas": 1, "name": "v", "model": "m.onnx",
@@ -92,4 +95,28 @@ def test_integer_fields_have_sane_maxima(path: tuple, value: int, bound: str) ->
 
 def test_a_readers_own_arguments_pass_through_whatever_their_size() -> None:
     data = _with(VALID, ("calibration",), {"reader": "r.py:R", "args": {"offset": 2**64, "scale": 1e300}})
+    assert schema.check(data) == []
+
+
+@pytest.mark.parametrize("line, written", [
+    ("  dir: autosearch_output", '  dir: "a\\0b"'),
+    ("model: models/tinycnn.onnx", 'model: "models/tiny\\0cnn.onnx"'),
+    ("  folder: data/calib", '  folder: "data/\\0calib"'),
+])
+def test_a_nul_byte_in_a_path_is_a_located_error_not_a_crash(example_copy: Path, line: str, written: str) -> None:
+    spec = example_copy / "spec.yaml"
+    text = spec.read_text()
+    assert line in text
+    spec.write_text(text.replace(line, written, 1))
+    for command in ("validate", "compile"):
+        result = qas(command, str(spec))
+        assert result.returncode == 1, result.stderr
+        row = text.splitlines().index(line) + 1
+        assert f"spec.yaml:{row}:" in result.stderr and "error[QAS205]" in result.stderr and "NUL byte" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (example_copy / "autosearch_output").exists()
+
+
+def test_a_nul_byte_in_a_readers_own_arguments_passes_through() -> None:
+    data = _with(VALID, ("calibration",), {"reader": "r.py:R", "args": {"sep": "\0"}})
     assert schema.check(data) == []
