@@ -68,7 +68,7 @@ def _environment(python: str | None, target_env: Path | None) -> Environment:
 
 def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) -> list[Diagnostic]:
     """Diagnostics (stderr) and the plan (stdout) as text, or one JSON object on stdout."""
-    diagnostics = result.diagnostics + (extra or [])
+    diagnostics = result.diagnostics + result.locate(extra or [])
     shown = _display_name(result.spec_file)
     summary = plan_summary(result.plan) if result.plan is not None else None
     if fmt is Format.json:

@@ -15,6 +15,8 @@ from .diagnostics import Diagnostic, diag
 from .render import HEADER_PREFIX, script_is_hand_edited
 
 OUTPUT_PATH = ("output", "dir")
+OUTPUT_HINT = "choose another output.dir, or move what is in the way"
+TEMP_HINT = "choose another output.temp_dir, or move what is in the way"
 MANIFEST = "run_manifest.yaml"
 # `qas run` appends the outcome of a run to run_manifest.yaml after this line; compile compares and keeps
 # the manifest without it, so a run's record survives recompiling an unchanged spec.
@@ -66,12 +68,48 @@ def _generated_by_qas(text: str) -> bool:
     return text.startswith(HEADER_PREFIX) or text.lstrip().startswith('{\n  "generated_by": "qas"')
 
 
+def folder_problem(folder: Path, subfolders: tuple[str, ...] = (), base: Path | None = None) -> str | None:
+    """Why files could not be written into `folder` (created if need be), or None; reads the disk, writes nothing.
+
+    Compile refuses with this before writing, and `qas validate` reports it, so both say the same.
+    Paths under `base` are shown relative to it.
+    """
+    def shown(path: Path) -> str:
+        return os.path.relpath(path, base) if base is not None and base in path.parents else str(path)
+
+    try:
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{shown(folder)} is a file, not a folder"
+            for sub in subfolders:
+                if (folder / sub).exists() and not (folder / sub).is_dir():
+                    return f"{shown(folder / sub)} is a file, but compile writes a folder there"
+            return None if os.access(folder, os.W_OK | os.X_OK) else f"{shown(folder)} is not writable"
+        for parent in folder.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"{shown(parent)} is a file, so {shown(folder)} cannot be created"
+                if not os.access(parent, os.W_OK | os.X_OK):
+                    return f"{shown(parent)} is not writable, so {shown(folder)} cannot be created"
+                return None
+    except OSError as exc:  # e.g. a name too long for the file system
+        return f"{shown(folder)} cannot be used: {exc.strerror or exc}"
+    return None
+
+
 def write_atomically(files: dict[str, str], out_dir: Path) -> list[Diagnostic]:
-    """Write every file via a temporary sibling and os.replace; on any failure nothing is replaced."""
+    """Write every file via a temporary sibling and os.replace; on a failure found before replacing, nothing is replaced."""
+    subfolders = tuple(sorted({name.split("/", 1)[0] for name in files if "/" in name}))
+    problem = folder_problem(out_dir, subfolders)
+    if problem is None:
+        folders = [name for name in files if (out_dir / name).is_dir()]
+        problem = f"{out_dir / folders[0]} is a folder, but compile writes a file there" if folders else None
+    if problem is not None:
+        return [diag("QAS803", problem, OUTPUT_PATH, hint=OUTPUT_HINT)]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        return [diag("QAS803", f"cannot create {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
+        return [diag("QAS803", f"cannot create {out_dir}: {exc.strerror or exc}", OUTPUT_PATH, hint=OUTPUT_HINT)]
     staged: list[tuple[str, Path]] = []
     try:
         for name, text in files.items():
@@ -86,9 +124,15 @@ def write_atomically(files: dict[str, str], out_dir: Path) -> list[Diagnostic]:
     except OSError as exc:
         for _, temp in staged:
             temp.unlink(missing_ok=True)
-        return [diag("QAS803", f"cannot write into {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
-    for name, temp in staged:
-        os.replace(temp, out_dir / name)
+        return [diag("QAS803", f"cannot write into {out_dir}: {exc.strerror or exc}", OUTPUT_PATH, hint=OUTPUT_HINT)]
+    for i, (name, temp) in enumerate(staged):
+        try:
+            os.replace(temp, out_dir / name)
+        except OSError as exc:
+            for _, left in staged[i:]:
+                left.unlink(missing_ok=True)
+            return [diag("QAS803", f"cannot replace {out_dir / name}: {exc.strerror or exc}", OUTPUT_PATH,
+                         hint=OUTPUT_HINT)]
     return []
 
 

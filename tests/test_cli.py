@@ -63,11 +63,44 @@ def test_files_qas_did_not_write_are_not_overwritten(example_copy: Path) -> None
     assert not (out / "tinycnn_autosearch.py").exists()  # all or nothing
 
 
+def _dir_line(spec: Path) -> str:
+    """'spec.yaml:L:8:' for the value of output.dir in the example spec."""
+    return f"spec.yaml:{spec.read_text().splitlines().index('  dir: autosearch_output') + 1}:8:"
+
+
 def test_unwritable_output_dir_is_a_located_error(example_copy: Path) -> None:
     (example_copy / "autosearch_output").write_text("a file where the folder should be")
+    spec = example_copy / "spec.yaml"
+    for command in ("compile", "validate"):  # validate reports what compile would refuse, and writes nothing
+        result = qas(command, str(spec))
+        assert result.returncode == 1
+        assert "error[QAS803]" in result.stderr and "Traceback" not in result.stderr
+        assert f"{_dir_line(spec)} error[QAS803]: output.dir cannot be written: autosearch_output is a file" \
+            in result.stderr
+    assert (example_copy / "autosearch_output").read_text() == "a file where the folder should be"
+
+
+def test_a_file_in_the_way_of_the_runtime_folder_is_reported_by_validate(example_copy: Path) -> None:
+    out = example_copy / "autosearch_output"
+    out.mkdir()
+    (out / "qas_runtime").write_text("")
+    result = qas("validate", str(example_copy / "spec.yaml"))
+    assert result.returncode == 1 and "error[QAS803]" in result.stderr and "qas_runtime is a file" in result.stderr
+
+
+def test_errors_found_while_writing_are_located_at_output_dir(example_copy: Path) -> None:
+    out = example_copy / "autosearch_output"
+    out.mkdir()
+    (out / "run_manifest.yaml").write_text("mine: true\n")
+    refused = qas("compile", str(example_copy / "spec.yaml"))
+    assert f"{_dir_line(example_copy / 'spec.yaml')} error[QAS802]" in refused.stderr
+    (out / "run_manifest.yaml").unlink()
+    (out / "run_manifest.yaml").mkdir()  # a folder where compile writes a file: refused, not a crash
     result = qas("compile", str(example_copy / "spec.yaml"))
-    assert result.returncode == 1
-    assert "error[QAS803]" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{_dir_line(example_copy / 'spec.yaml')} error[QAS803]" in result.stderr
+    assert "run_manifest.yaml is a folder" in result.stderr
+    assert not (out / "tinycnn_autosearch.py").exists()
 
 
 def test_errors_write_nothing_and_exit_1(example_copy: Path) -> None:

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from compiler import schema
+from compiler.emit import folder_problem
+from compiler.pipeline import compile_spec
 from compiler.resources import load_schema
 
-from .conftest import qas
+from .conftest import GOLDEN, qas, target_env
 
 VALID: dict[str, Any] = {
     "qas": 1, "name": "v", "model": "m.onnx",
@@ -120,3 +122,26 @@ def test_a_nul_byte_in_a_path_is_a_located_error_not_a_crash(example_copy: Path,
 def test_a_nul_byte_in_a_readers_own_arguments_passes_through() -> None:
     data = _with(VALID, ("calibration",), {"reader": "r.py:R", "args": {"sep": "\0"}})
     assert schema.check(data) == []
+
+
+def test_folder_problem_names_what_is_in_the_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "file").write_text("")
+    assert folder_problem(tmp_path / "new" / "deeper") is None
+    assert folder_problem(tmp_path / "file", base=tmp_path) == "file is a file, not a folder"
+    assert folder_problem(tmp_path / "file" / "x", base=tmp_path) == "file is a file, so file/x cannot be created"
+    assert "cannot be used: File name too long" in folder_problem(tmp_path / ("a" * 300))
+    monkeypatch.setattr("compiler.emit.os.access", lambda *_args: False)  # root may write anywhere: pretend
+    assert folder_problem(tmp_path, base=tmp_path.parent) == f"{tmp_path.name} is not writable"
+    assert folder_problem(tmp_path / "new", base=tmp_path) == f"{tmp_path} is not writable, so new cannot be created"
+
+
+def test_validate_reports_an_unwritable_output_folder_at_output_dir(example_copy: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("compiler.emit.os.access", lambda *_args: False)
+    spec = example_copy / "spec.yaml"
+    result = compile_spec(spec, target_env(GOLDEN / "grid_sampler"))
+    (found,) = result.diagnostics
+    row = spec.read_text().splitlines().index("  dir: autosearch_output") + 1
+    assert (found.code, found.path, found.line, found.col) == ("QAS803", ("output", "dir"), row, 8)
+    assert found.message == f"output.dir cannot be written: {example_copy} is not writable, so " \
+                            "autosearch_output cannot be created"
