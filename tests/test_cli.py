@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,26 @@ def test_paths_resolve_relative_to_the_spec_not_the_cwd(example_copy: Path, tmp_
 def test_repo_root_is_clean_of_golden_writes() -> None:
     # the golden harness renders to memory; no case folder gets an output dir
     assert not list((REPO / "golden").glob("*/autosearch_output"))
+
+
+def test_printed_commands_are_shell_quoted(example_copy: Path, tmp_path: Path) -> None:
+    odd = tmp_path / "it's a dir"
+    example_copy.rename(odd)
+    spec = odd / "spec.yaml"
+    result = qas("compile", str(spec))
+    assert result.returncode == 0, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("run it: ")]
+    assert shlex.split(line.removeprefix("run it: ")) == ["python", str(odd / "autosearch_output" / "tinycnn_autosearch.py")]
+    spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 4"))
+    stale = qas("compile", "--check", str(spec))
+    assert stale.returncode == 1
+    hinted = stale.stderr.split("run `", 1)[1].split("`", 1)[0]
+    assert shlex.split(hinted) == ["qas", "compile", str(spec)]
+
+
+def test_install_hints_quote_the_interpreter() -> None:
+    from compiler.requirements import install_command
+
+    command = install_command("/opt/my venv/bin/python", "optuna", ">=4.0,<6", "cpu")
+    assert command == "'/opt/my venv/bin/python' -m pip install 'optuna>=4.0,<6'"
+    assert shlex.split(command)[0] == "/opt/my venv/bin/python"
