@@ -145,3 +145,31 @@ def test_validate_reports_an_unwritable_output_folder_at_output_dir(example_copy
     assert (found.code, found.path, found.line, found.col) == ("QAS803", ("output", "dir"), row, 8)
     assert found.message == f"output.dir cannot be written: {example_copy} is not writable, so " \
                             "autosearch_output cannot be created"
+
+
+def test_a_sample_whose_data_is_not_what_its_header_declares_is_refused(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    import numpy as np
+
+    from compiler.samples import read_headers
+
+    array = np.arange(24, dtype="float32").reshape(2, 3, 4)
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    whole = buffer.getvalue()
+    (tmp_path / "ok.npy").write_bytes(whole)
+    np.savez_compressed(tmp_path / "ok.npz", a=array, b=np.zeros((0, 5), "int64"))
+    assert read_headers(tmp_path / "ok.npy") == {None: ("float32", (2, 3, 4))}
+    assert read_headers(tmp_path / "ok.npz") == {"a": ("float32", (2, 3, 4)), "b": ("int64", (0, 5))}
+    (tmp_path / "short.npy").write_bytes(whole[:-1])
+    with pytest.raises(ValueError, match=r"truncated: .*\(96 bytes of data\), but only 95 bytes"):
+        read_headers(tmp_path / "short.npy")
+    (tmp_path / "long.npy").write_bytes(whole + b"\0")
+    with pytest.raises(ValueError, match="1 bytes follow the 96 bytes of data"):
+        read_headers(tmp_path / "long.npy")
+    with zipfile.ZipFile(tmp_path / "short.npz", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("a.npy", whole[:-8])
+    with pytest.raises(ValueError, match="member 'a.npy': truncated"):
+        read_headers(tmp_path / "short.npz")
