@@ -12,6 +12,7 @@ from jsonschema.exceptions import ValidationError
 from .diagnostics import Diagnostic, YamlPath, diag
 from .resources import load_schema
 from .source import non_finite_paths
+from .schema_keys import placement
 from .suggest import did_you_mean
 
 SPEC_SCHEMA = "spec.schema.json"
@@ -35,9 +36,21 @@ def check(data: Any) -> list[Diagnostic]:
     if found:
         return found
     validator = _Validator(load_schema(SPEC_SCHEMA))
-    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
-        found.extend(_translate(error))
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    # One typo, one error: a required key an unknown key stands for is not reported missing as well.
+    meant = {p for e in errors for _key, _hint, paths in _unknown_keys(e) for p in paths}
+    for error in errors:
+        found.extend(_translate(error, meant))
     return _dedupe(found)
+
+
+def _unknown_keys(error: ValidationError) -> list[tuple[str, str | None, tuple[YamlPath, ...]]]:
+    """An additionalProperties error in; each unknown key with its hint and the paths it probably meant out."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return []
+    known = list(error.schema.get("properties", {})) if isinstance(error.schema, dict) else []
+    path = tuple(error.absolute_path)
+    return [(k, *placement(k, path, known)) for k in error.instance if k not in known]
 
 
 def _non_string_keys(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
@@ -74,7 +87,7 @@ def _unusable_values(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
             yield from _unusable_values(v, path + (i,))
 
 
-def _translate(error: ValidationError) -> list[Diagnostic]:
+def _translate(error: ValidationError, meant: set[YamlPath]) -> list[Diagnostic]:
     path: YamlPath = tuple(error.absolute_path)
     kind = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
@@ -86,12 +99,10 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
         return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
                      hint="this qas reads format 1: write `qas: 1`")]
     if kind == "additionalProperties":
-        known = list(schema.get("properties", {}))
-        extras = [k for k in instance if k not in known]
-        return [diag("QAS201", f"unknown key {k!r} in {where}", path + (k,),
-                     hint=did_you_mean(k, known), at_key=True) for k in extras]
+        return [diag("QAS201", f"unknown key {k!r} in {where}", path + (k,), hint=hint, at_key=True)
+                for k, hint, _paths in _unknown_keys(error)]
     if kind == "required":
-        missing = [k for k in error.validator_value if k not in instance]
+        missing = [k for k in error.validator_value if k not in instance and path + (k,) not in meant]
         return [diag("QAS202", f"missing required key {k!r} in {where}", path,
                      hint=_describe(schema, k), at_key=bool(path)) for k in missing]
     if kind == "type" and _wants_integer(error.validator_value) and isinstance(instance, float):
@@ -114,14 +125,22 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
         return [diag("QAS205", f"{instance!r} is not a valid value for {where}", path,
                      hint=_field_hint(schema))]
     if kind == "oneOf":
+        options = [alt["required"][0] for alt in error.validator_value if "required" in alt]
+        if not any(k in instance for k in options) and any(path + (k,) in meant for k in options):
+            return []  # an unknown key stands for the missing alternative: its error says so
         return [_alternatives(error, path, where)]
     if kind == "not":
         return [diag("QAS206", f"{where} takes either 'metric' or 'evaluator', not both", path,
                      hint="drop one of them")]
     if kind == "dependentRequired":
+        missing = [n for k, needs in error.validator_value.items() if k in instance for n in needs if n not in instance]
+        if missing and all(path + (n,) in meant for n in missing):
+            return []  # the unknown key that stands for it says so
         return [diag("QAS206", f"{where}: {_dependent_words(error)}", path,
                      hint=None)]
     if kind == "anyOf" and _dependent_key(error) is not None:
+        if any(path + (alt["required"][0],) in meant for alt in error.validator_value):
+            return []  # the unknown key that stands for it says so
         needs = " or ".join(repr(alt["required"][0]) for alt in error.validator_value)
         return [diag("QAS206", f"{where}: {_dependent_key(error)!r} needs {needs}", path, hint=None)]
     return [diag("QAS205", f"{where}: {error.message}", path)]

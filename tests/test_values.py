@@ -173,3 +173,29 @@ def test_a_sample_whose_data_is_not_what_its_header_declares_is_refused(tmp_path
         archive.writestr("a.npy", whole[:-8])
     with pytest.raises(ValueError, match="member 'a.npy': truncated"):
         read_headers(tmp_path / "short.npz")
+
+
+@pytest.mark.parametrize("key", ["n_trials", "n_trails", "N_Trials"])
+def test_a_misplaced_search_key_at_the_top_level_is_one_error_naming_search(key: str) -> None:
+    data = copy.deepcopy(VALID)
+    del data["search"]["n_trials"]
+    data[key] = 3
+    (found,) = schema.check(data)
+    assert found.code == "QAS201" and found.path == (key,)
+    assert "search.n_trials" in found.hint
+
+
+def test_a_near_miss_of_a_required_key_is_one_error() -> None:
+    data = copy.deepcopy(VALID)
+    data["search"]["n_trails"] = data["search"].pop("n_trials")
+    data["search"]["presett"] = data["search"].pop("preset")
+    found = schema.check(data)
+    assert [(d.code, d.path[-1], d.hint) for d in found] == [
+        ("QAS201", "n_trails", "did you mean 'n_trials'?"), ("QAS201", "presett", "did you mean 'preset'?")]
+
+
+def test_an_unknown_key_with_no_near_miss_anywhere_keeps_the_missing_key_error() -> None:
+    data = copy.deepcopy(VALID)
+    del data["search"]["n_trials"]
+    data["search"]["budget"] = 3
+    assert sorted(d.code for d in schema.check(data)) == ["QAS201", "QAS202"]
