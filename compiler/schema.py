@@ -11,11 +11,10 @@ from jsonschema.exceptions import ValidationError
 
 from .diagnostics import Diagnostic, YamlPath, diag
 from .resources import load_schema
+from .schema_keys import SPEC_SCHEMA, placement
 from .source import non_finite_paths
-from .schema_keys import placement
 from .suggest import did_you_mean
 
-SPEC_SCHEMA = "spec.schema.json"
 # No number in a spec may be larger than this (floats lose integer precision beyond it), and no string may
 # hold a NUL byte; the user's own reader arguments are passed through untouched and are exempt.
 NUMBER_BOUND = 2**53

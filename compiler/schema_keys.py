@@ -56,16 +56,18 @@ def placement(key: str, where: YamlPath, known: list[str]) -> tuple[str | None, 
     exact = next((name for name in elsewhere if name.lower() == key.lower()), None)
     if exact is not None:
         paths = elsewhere[exact]
-        return f"{exact!r} belongs {' or '.join(_section(p) for p in paths)}: write it as " \
-               f"{' or '.join(_dotted(p) for p in paths)}", paths
+        hint = (f"{exact!r} belongs {' or '.join(_section(p) for p in paths)}: write it as "
+                f"{' or '.join(_dotted(p) for p in paths)}")
+        return hint, paths
     near = closest(key, known)
     if near is not None:
         return f"did you mean {near!r}?", (where + (near,),)
     near = closest(key, list(elsewhere))
     if near is not None:
         paths = elsewhere[near]
-        return f"did you mean {' or '.join(_dotted(p) for p in paths)}? ({near!r} belongs " \
-               f"{' or '.join(_section(p) for p in paths)})", paths
+        hint = (f"did you mean {' or '.join(_dotted(p) for p in paths)}? ({near!r} belongs "
+                f"{' or '.join(_section(p) for p in paths)})")
+        return hint, paths
     if known and len(known) <= 12:
         return "expected one of: " + ", ".join(repr(k) for k in known), ()
     return None, ()
