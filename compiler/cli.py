@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 spec errors (or --check found differences), 2 usage, 3 inter
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import traceback
 from enum import Enum
@@ -69,7 +70,7 @@ def _environment(python: str | None, target_env: Path | None) -> Environment:
 
 def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) -> list[Diagnostic]:
     """Diagnostics (stderr) and the plan (stdout) as text, or one JSON object on stdout."""
-    diagnostics = result.diagnostics + (extra or [])
+    diagnostics = result.diagnostics + result.locate(extra or [])
     shown = _display_name(result.spec_file)
     summary = plan_summary(result.plan) if result.plan is not None else None
     if fmt is Format.json:
@@ -82,6 +83,11 @@ def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) 
     if summary is not None:
         sys.stdout.write(summary_text(summary))
     return diagnostics
+
+
+def _command(*words: str | Path) -> str:
+    """A command line to print for the user to paste: every word shell-quoted (paths may hold spaces or quotes)."""
+    return " ".join(shlex.quote(str(w)) for w in words)
 
 
 def _display_name(path: Path) -> str:
@@ -145,7 +151,8 @@ def compile_command(
         diff = differences(result.files, result.out_dir)
         if diff:
             sys.stdout.write(diff)
-            typer.echo(f"qas: {result.out_dir} is out of date with {spec}; run `qas compile {spec}`", err=True)
+            typer.echo(f"qas: {result.out_dir} is out of date with {spec}; run `{_command('qas', 'compile', spec)}`",
+                       err=True)
             raise typer.Exit(EXIT_SPEC)
         typer.echo(f"qas: {result.out_dir} is up to date", err=True)
         return
@@ -159,7 +166,7 @@ def compile_command(
         assert plan is not None
         typer.echo(f"wrote {len(result.files)} files to {_display_name(result.out_dir)}: "
                    f"{', '.join(_shown_outputs(result.files))}", err=True)
-        typer.echo(f"run it: python {_display_name(result.out_dir / plan.script)}", err=True)
+        typer.echo(f"run it: {_command('python', _display_name(result.out_dir / plan.script))}", err=True)
 
 
 def _shown_outputs(files: dict[str, str]) -> list[str]:
@@ -277,8 +284,9 @@ def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
     if diff:
         sys.stdout.write(diff)
         typer.echo(f"qas: error: {_display_name(result.out_dir)} is out of date with {_display_name(spec)} "
-                   f"(or was compiled for another interpreter)\n  hint: run `qas compile {_display_name(spec)}`, "
-                   f"or `qas run {_display_name(spec)}`", err=True)
+                   f"(or was compiled for another interpreter)\n  hint: run "
+                   f"`{_command('qas', 'compile', _display_name(spec))}`, or `{_command('qas', 'run', _display_name(spec))}`",
+                   err=True)
         raise typer.Exit(EXIT_SPEC)
 
 

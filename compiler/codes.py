@@ -105,6 +105,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS713", E, "image preprocessing is inconsistent"),
     Code("QAS714", E, "preprocessed images do not fit the model input"),
     Code("QAS715", E, "image folder cannot feed the model's inputs"),
+    Code("QAS716", E, "external data outside the model's folder"),
     # writing outputs
     Code("QAS801", E, "generated script was edited by hand"),
     Code("QAS802", E, "output file was not written by qas"),

@@ -17,6 +17,8 @@ from .render import HEADER_PREFIX, script_is_hand_edited
 from .runtime.contract import MANIFEST_FILE
 
 OUTPUT_PATH = ("output", "dir")
+OUTPUT_HINT = "choose another output.dir, or move what is in the way"
+TEMP_HINT = "choose another output.temp_dir, or move what is in the way"
 # `qas run` appends the outcome of a run to run_manifest.yaml after this line; compile compares and keeps
 # the manifest without it, so a run's record survives recompiling an unchanged spec.
 RUN_MARKER = "# qas run: the outcome of the last `qas run`; `qas compile` keeps it while the lines above are unchanged.\n"
@@ -67,18 +69,55 @@ def _generated_by_qas(text: str) -> bool:
     return text.startswith(HEADER_PREFIX) or text.lstrip().startswith('{\n  "generated_by": "qas"')
 
 
+def folder_problem(folder: Path, subfolders: tuple[str, ...] = (), base: Path | None = None) -> str | None:
+    """Why files could not be written into `folder` (created if need be), or None; reads the disk, writes nothing.
+
+    Compile refuses with this before writing, and `qas validate` reports it, so both say the same.
+    Paths under `base` are shown relative to it.
+    """
+    def shown(path: Path) -> str:
+        return os.path.relpath(path, base) if base is not None and base in path.parents else str(path)
+
+    try:
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{shown(folder)} is a file, not a folder"
+            for sub in subfolders:
+                if (folder / sub).exists() and not (folder / sub).is_dir():
+                    return f"{shown(folder / sub)} is a file, but compile writes a folder there"
+            return None if os.access(folder, os.W_OK | os.X_OK) else f"{shown(folder)} is not writable"
+        for parent in folder.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"{shown(parent)} is a file, so {shown(folder)} cannot be created"
+                if not os.access(parent, os.W_OK | os.X_OK):
+                    return f"{shown(parent)} is not writable, so {shown(folder)} cannot be created"
+                return None
+    except OSError as exc:  # e.g. a name too long for the file system
+        return f"{shown(folder)} cannot be used: {exc.strerror or exc}"
+    return None
+
+
 def write_atomically(files: Mapping[str, str | bytes], out_dir: Path) -> list[Diagnostic]:
     """{relative path: text or bytes} and an output folder in; every file written via a temporary sibling and
     os.replace (subfolders created) out, or a QAS803 diagnostic (see replace_files for what was replaced)."""
+    subfolders = tuple(sorted({name.split("/", 1)[0] for name in files if "/" in name}))
+    problem = folder_problem(out_dir, subfolders)
+    if problem is None:
+        folders = [name for name in files if (out_dir / name).is_dir()]
+        problem = f"{out_dir / folders[0]} is a folder, but compile writes a file there" if folders else None
+    if problem is not None:
+        return [diag("QAS803", problem, OUTPUT_PATH, hint=OUTPUT_HINT)]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        return [diag("QAS803", f"cannot create {out_dir}: {exc.strerror or exc}", OUTPUT_PATH)]
+        return [diag("QAS803", f"cannot create {out_dir}: {exc.strerror or exc}", OUTPUT_PATH, hint=OUTPUT_HINT)]
     # an unchanged manifest is kept as it is, with the run block `qas run` appended to it
     changed = {name: data for name, data in files.items()
                if not (name == MANIFEST_FILE and _on_disk(out_dir / name) == data)}
     problem = replace_files(changed, out_dir)
-    return [] if problem is None else [diag("QAS803", f"cannot write into {out_dir}: {problem}", OUTPUT_PATH)]
+    return [] if problem is None else [diag("QAS803", f"cannot write into {out_dir}: {problem}", OUTPUT_PATH,
+                                            hint=OUTPUT_HINT)]
 
 
 def replace_files(files: Mapping[str, str | bytes], out_dir: Path) -> str | None:

@@ -8,6 +8,7 @@ usage errors of the command line, not spec diagnostics).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def load_target(path: Path) -> Environment | str:
         return f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}"
     problem = _schema_problem(document)
     if problem:
-        return f"{path}: {problem} (write one on the target machine with `qas env > {path.name}`)"
+        return f"{path}: {problem} (write one on the target machine with `qas env > {shlex.quote(path.name)}`)"
     return Environment(source="target-env", origin=str(path), document=document)
 
 

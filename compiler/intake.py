@@ -6,9 +6,10 @@ version, so that the passes and `facts.derive` read the model once.
 
 from __future__ import annotations
 
+import posixpath
 from collections import Counter
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from .model import Spec
@@ -56,6 +57,20 @@ def external_locations(model: Any) -> list[str]:
     return found
 
 
+def outside_folder(location: str) -> bool:
+    """True unless an external-data location names a file inside the model's folder (or below it).
+
+    Absolute paths (POSIX or Windows), `..` that climbs out, an empty name and a NUL byte are all
+    outside: onnxruntime and Quark would read whatever file such a location names.
+    """
+    if not location or "\0" in location:
+        return True
+    if PurePosixPath(location).is_absolute() or PureWindowsPath(location).drive or PureWindowsPath(location).root:
+        return True
+    normal = posixpath.normpath(location.replace("\\", "/"))
+    return normal == ".." or normal.startswith("../") or normal == "."
+
+
 def analyze_model(path: Path) -> dict[str, Any]:
     """Model facts; raises onnx_proto.NotOnnx for a file that is not a model."""
     model = load_model(path)
@@ -66,9 +81,15 @@ def analyze_model(path: Path) -> dict[str, Any]:
     ops = Counter(n.op_type if not n.domain or n.domain == "ai.onnx" else f"{n.domain}::{n.op_type}" for n in nodes)
     external = []
     for location in external_locations(model):
+        if outside_folder(location):  # never looked at: the intake pass refuses it (QAS716)
+            external.append({"location": location, "exists": None, "bytes": None})
+            continue
         target = path.parent / location
-        external.append({"location": location, "exists": target.is_file(),
-                         "bytes": target.stat().st_size if target.is_file() else None})
+        try:
+            size = target.stat().st_size if target.is_file() else None
+        except OSError:  # e.g. a name too long for the file system: as good as missing
+            size = None
+        external.append({"location": location, "exists": size is not None, "bytes": size})
     size = path.stat().st_size + sum(e["bytes"] or 0 for e in external)
     dynamic = [{"tensor": v["name"], "axis": i, "dim": d} for v in inputs + outputs
                for i, d in enumerate(v["shape"] or []) if not isinstance(d, int) or d <= 0]
@@ -104,7 +125,14 @@ def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
         found.append({"severity": "error", "code": "QAS702",
                       "message": f"the model is already quantized ({', '.join(kinds)}); AutoSearchPro needs a float model",
                       "hint": "point `model` at the float model it was made from"})
-    missing = [e["location"] for e in analysis["external_data"] if not e["exists"]]
+    outside = [e["location"] for e in analysis["external_data"] if outside_folder(e["location"])]
+    if outside:
+        found.append({"severity": "error", "code": "QAS716",
+                      "message": f"external data {', '.join(repr(o) for o in outside)} lies outside the model's folder; "
+                                 "onnxruntime and Quark would read whatever file that names as weights",
+                      "hint": "keep external data beside the model and save it with a relative location: "
+                              "onnx.save(model, path, save_as_external_data=True, location='<model>.onnx_data')"})
+    missing = [e["location"] for e in analysis["external_data"] if not e["exists"] and not outside_folder(e["location"])]
     if missing:
         found.append({"severity": "error", "code": "QAS703",
                       "message": f"external data {', '.join(repr(m) for m in missing)} is referenced but missing",

@@ -29,10 +29,15 @@ class Result:
     files: dict[str, str] = field(default_factory=dict)
     out_dir: Path | None = None
     environment: Environment | None = None
+    document: source.Document | None = None  # the loaded spec, to locate diagnostics found after the pipeline
 
     @property
     def ok(self) -> bool:
         return not has_errors(self.diagnostics)
+
+    def locate(self, found: list[Diagnostic]) -> list[Diagnostic]:
+        """Diagnostics of a later stage (emit) in, each placed at its path in the spec out."""
+        return _locate(self.document, found) if self.document is not None else found
 
 
 def _locate(doc: source.Document, found: list[Diagnostic]) -> list[Diagnostic]:
@@ -55,6 +60,7 @@ def analyze(spec_file: Path, env: Environment | None = None) -> tuple[Result, so
     if doc is None:
         result.diagnostics = found
         return result, None, None
+    result.document = doc
     found = schema.check(doc.data)
     if has_errors(found):
         result.diagnostics = _locate(doc, found)

@@ -6,6 +6,8 @@ everywhere; the environment pass checks them against what the target interpreter
 
 from __future__ import annotations
 
+import shlex
+
 from .model import ReaderSpec, Spec
 
 PYTHON_RANGE = ">=3.10"
@@ -51,7 +53,9 @@ def accelerator_of(device: str) -> str:
 def install_command(python: str, package: str, version_range: str, accelerator: str) -> str:
     """The exact pip command that installs `package` within `version_range` for that accelerator."""
     if package == "torch":
-        return f"{python} -m pip install 'torch{version_range}' --index-url {TORCH_INDEX[accelerator]}"
-    if package == "onnxruntime":
-        return f"{python} -m pip install '{ORT_DISTRIBUTION[accelerator]}{version_range}'"
-    return f"{python} -m pip install '{package}{version_range}'"
+        words = [python, "-m", "pip", "install", f"torch{version_range}", "--index-url", TORCH_INDEX[accelerator]]
+    elif package == "onnxruntime":
+        words = [python, "-m", "pip", "install", f"{ORT_DISTRIBUTION[accelerator]}{version_range}"]
+    else:
+        words = [python, "-m", "pip", "install", f"{package}{version_range}"]
+    return " ".join(shlex.quote(w) for w in words)  # the interpreter's path may hold spaces or quotes

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from .diagnostics import Diagnostic, YamlPath, diag
 from .resources import load_schema
+from .schema_keys import SPEC_SCHEMA, placement
 from .source import non_finite_paths
 from .suggest import did_you_mean
 
-SPEC_SCHEMA = "spec.schema.json"
+# No number in a spec may be larger than this (floats lose integer precision beyond it), and no string may
+# hold a NUL byte; the user's own reader arguments are passed through untouched and are exempt.
+NUMBER_BOUND = 2**53
+PASSED_THROUGH = (("calibration", "args"), ("evaluation", "data", "args"))
+
+# JSON Schema counts 3.0 as an integer; a spec's integers are written as integers (the script gets an int).
+_STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+_Validator = validators.extend(Draft202012Validator, type_checker=_STRICT_TYPES)
 
 
 def check(data: Any) -> list[Diagnostic]:
@@ -21,12 +31,25 @@ def check(data: Any) -> list[Diagnostic]:
     found = list(_non_string_keys(data, ()))
     found += [diag("QAS208", "NaN and infinity are not allowed in a spec", p,
                    hint="write a finite number") for p in non_finite_paths(data)]
+    found += list(_unusable_values(data, ()))
     if found:
         return found
-    validator = Draft202012Validator(load_schema(SPEC_SCHEMA))
-    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
-        found.extend(_translate(error))
+    validator = _Validator(load_schema(SPEC_SCHEMA))
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    # One typo, one error: a required key an unknown key stands for is not reported missing as well.
+    meant = {p for e in errors for _key, _hint, paths in _unknown_keys(e) for p in paths}
+    for error in errors:
+        found.extend(_translate(error, meant))
     return _dedupe(found)
+
+
+def _unknown_keys(error: ValidationError) -> list[tuple[str, str | None, tuple[YamlPath, ...]]]:
+    """An additionalProperties error in; each unknown key with its hint and the paths it probably meant out."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return []
+    known = list(error.schema.get("properties", {})) if isinstance(error.schema, dict) else []
+    path = tuple(error.absolute_path)
+    return [(k, *placement(k, path, known)) for k in error.instance if k not in known]
 
 
 def _non_string_keys(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
@@ -42,7 +65,28 @@ def _non_string_keys(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
             yield from _non_string_keys(v, path + (i,))
 
 
-def _translate(error: ValidationError) -> list[Diagnostic]:
+def _unusable_values(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
+    """Numbers beyond NUMBER_BOUND and strings holding a NUL byte (no path, name or Quark string can), at any depth."""
+    if any(path[:len(p)] == p for p in PASSED_THROUGH):
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if math.isfinite(value) and abs(value) > NUMBER_BOUND:  # NaN and infinity have their own code
+            yield diag("QAS205", f"{value!r} is out of range: no number in a spec may exceed 2**53 "
+                                 f"({NUMBER_BOUND}) in size", path, hint="write a number of a sensible size")
+    elif isinstance(value, str):
+        if "\0" in value:
+            where = ".".join(str(p) for p in path)
+            yield diag("QAS205", f"{where} holds a NUL byte (\\0), which no path or name can contain: {value!r}",
+                       path, hint="remove the \\0 (in YAML, a double-quoted \"\\0\" is a NUL byte)")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _unusable_values(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _unusable_values(v, path + (i,))
+
+
+def _translate(error: ValidationError, meant: set[YamlPath]) -> list[Diagnostic]:
     path: YamlPath = tuple(error.absolute_path)
     kind = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
@@ -50,15 +94,20 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
     where = ".".join(str(p) for p in path) or "the spec"
     if kind in {"oneOf", "not", "dependentRequired"} and not isinstance(instance, dict):
         return []  # the type error on the same node says what is wrong
+    if path == ("qas",):  # one message, whatever is wrong with it (a string, 2, 1.0)
+        return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
+                     hint="this qas reads format 1: write `qas: 1`")]
     if kind == "additionalProperties":
-        known = list(schema.get("properties", {}))
-        extras = [k for k in instance if k not in known]
-        return [diag("QAS201", f"unknown key {k!r} in {where}", path + (k,),
-                     hint=did_you_mean(k, known), at_key=True) for k in extras]
+        return [diag("QAS201", f"unknown key {k!r} in {where}", path + (k,), hint=hint, at_key=True)
+                for k, hint, _paths in _unknown_keys(error)]
     if kind == "required":
-        missing = [k for k in error.validator_value if k not in instance]
+        missing = [k for k in error.validator_value if k not in instance and path + (k,) not in meant]
         return [diag("QAS202", f"missing required key {k!r} in {where}", path,
                      hint=_describe(schema, k), at_key=bool(path)) for k in missing]
+    if kind == "type" and _wants_integer(error.validator_value) and isinstance(instance, float):
+        whole = instance.is_integer()
+        return [diag("QAS203", f"{where} must be an integer, not {instance!r}", path,
+                     hint=f"write {int(instance)}" if whole else "write a whole number, without a decimal point")]
     if kind == "type":
         return [diag("QAS203", f"{where} must be {_type_words(error.validator_value)}, "
                                f"not {_json_type(instance)}", path, hint=_field_hint(schema))]
@@ -66,22 +115,31 @@ def _translate(error: ValidationError) -> list[Diagnostic]:
         return [diag("QAS204", f"{instance!r} is not allowed for {where}", path,
                      hint=did_you_mean(str(instance), error.validator_value))]
     if kind == "const":
-        if path == ("qas",):
-            return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
-                         hint="this qas reads format 1: write `qas: 1`")]
         return [diag("QAS204", f"{where} must be {error.validator_value!r}", path)]
+    if kind in {"minimum", "maximum", "exclusiveMinimum"} and isinstance(instance, (int, float)):
+        bound = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "above"}[kind]
+        return [diag("QAS205", f"{where} must be {bound} {error.validator_value!r}, not {instance!r}", path,
+                     hint=_field_hint(schema))]
     if kind in {"pattern", "minimum", "maximum", "minLength", "maxLength", "exclusiveMinimum", "minItems", "maxItems"}:
         return [diag("QAS205", f"{instance!r} is not a valid value for {where}", path,
                      hint=_field_hint(schema))]
     if kind == "oneOf":
+        options = [alt["required"][0] for alt in error.validator_value if "required" in alt]
+        if not any(k in instance for k in options) and any(path + (k,) in meant for k in options):
+            return []  # an unknown key stands for the missing alternative: its error says so
         return [_alternatives(error, path, where)]
     if kind == "not":
         return [diag("QAS206", f"{where} takes either 'metric' or 'evaluator', not both", path,
                      hint="drop one of them")]
     if kind == "dependentRequired":
+        missing = [n for k, needs in error.validator_value.items() if k in instance for n in needs if n not in instance]
+        if missing and all(path + (n,) in meant for n in missing):
+            return []  # the unknown key that stands for it says so
         return [diag("QAS206", f"{where}: {_dependent_words(error)}", path,
                      hint=None)]
     if kind == "anyOf" and _dependent_key(error) is not None:
+        if any(path + (alt["required"][0],) in meant for alt in error.validator_value):
+            return []  # the unknown key that stands for it says so
         needs = " or ".join(repr(alt["required"][0]) for alt in error.validator_value)
         return [diag("QAS206", f"{where}: {_dependent_key(error)!r} needs {needs}", path, hint=None)]
     return [diag("QAS205", f"{where}: {error.message}", path)]
@@ -100,6 +158,10 @@ def _alternatives(error: ValidationError, path: YamlPath, where: str) -> Diagnos
                     hint=f"add {names}")
     # exactly one alternative given but it failed: its own errors say why
     return diag("QAS205", f"{where}: {error.message}", path)
+
+
+def _wants_integer(expected: Any) -> bool:
+    return expected == "integer" or isinstance(expected, list) and "integer" in expected
 
 
 def _dependent_key(error: ValidationError) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -63,11 +64,44 @@ def test_files_qas_did_not_write_are_not_overwritten(example_copy: Path) -> None
     assert not (out / "tinycnn_autosearch.py").exists()  # all or nothing
 
 
+def _dir_line(spec: Path) -> str:
+    """'spec.yaml:L:8:' for the value of output.dir in the example spec."""
+    return f"spec.yaml:{spec.read_text().splitlines().index('  dir: autosearch_output') + 1}:8:"
+
+
 def test_unwritable_output_dir_is_a_located_error(example_copy: Path) -> None:
     (example_copy / "autosearch_output").write_text("a file where the folder should be")
+    spec = example_copy / "spec.yaml"
+    for command in ("compile", "validate"):  # validate reports what compile would refuse, and writes nothing
+        result = qas(command, str(spec))
+        assert result.returncode == 1
+        assert "error[QAS803]" in result.stderr and "Traceback" not in result.stderr
+        assert f"{_dir_line(spec)} error[QAS803]: output.dir cannot be written: autosearch_output is a file" \
+            in result.stderr
+    assert (example_copy / "autosearch_output").read_text() == "a file where the folder should be"
+
+
+def test_a_file_in_the_way_of_the_runtime_folder_is_reported_by_validate(example_copy: Path) -> None:
+    out = example_copy / "autosearch_output"
+    out.mkdir()
+    (out / "qas_runtime").write_text("")
+    result = qas("validate", str(example_copy / "spec.yaml"))
+    assert result.returncode == 1 and "error[QAS803]" in result.stderr and "qas_runtime is a file" in result.stderr
+
+
+def test_errors_found_while_writing_are_located_at_output_dir(example_copy: Path) -> None:
+    out = example_copy / "autosearch_output"
+    out.mkdir()
+    (out / "run_manifest.yaml").write_text("mine: true\n")
+    refused = qas("compile", str(example_copy / "spec.yaml"))
+    assert f"{_dir_line(example_copy / 'spec.yaml')} error[QAS802]" in refused.stderr
+    (out / "run_manifest.yaml").unlink()
+    (out / "run_manifest.yaml").mkdir()  # a folder where compile writes a file: refused, not a crash
     result = qas("compile", str(example_copy / "spec.yaml"))
-    assert result.returncode == 1
-    assert "error[QAS803]" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{_dir_line(example_copy / 'spec.yaml')} error[QAS803]" in result.stderr
+    assert "run_manifest.yaml is a folder" in result.stderr
+    assert not (out / "tinycnn_autosearch.py").exists()
 
 
 def test_errors_write_nothing_and_exit_1(example_copy: Path) -> None:
@@ -158,3 +192,26 @@ def test_paths_resolve_relative_to_the_spec_not_the_cwd(example_copy: Path, tmp_
 def test_repo_root_is_clean_of_golden_writes() -> None:
     # the golden harness renders to memory; no case folder gets an output dir
     assert not list((REPO / "golden").glob("*/autosearch_output"))
+
+
+def test_printed_commands_are_shell_quoted(example_copy: Path, tmp_path: Path) -> None:
+    odd = tmp_path / "it's a dir"
+    example_copy.rename(odd)
+    spec = odd / "spec.yaml"
+    result = qas("compile", str(spec))
+    assert result.returncode == 0, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("run it: ")]
+    assert shlex.split(line.removeprefix("run it: ")) == ["python", str(odd / "autosearch_output" / "tinycnn_autosearch.py")]
+    spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 4"))
+    stale = qas("compile", "--check", str(spec))
+    assert stale.returncode == 1
+    hinted = stale.stderr.split("run `", 1)[1].split("`", 1)[0]
+    assert shlex.split(hinted) == ["qas", "compile", str(spec)]
+
+
+def test_install_hints_quote_the_interpreter() -> None:
+    from compiler.requirements import install_command
+
+    command = install_command("/opt/my venv/bin/python", "optuna", ">=4.0,<6", "cpu")
+    assert command == "'/opt/my venv/bin/python' -m pip install 'optuna>=4.0,<6'"
+    assert shlex.split(command)[0] == "/opt/my venv/bin/python"

@@ -69,3 +69,30 @@ def test_a_model_quark_produced_is_refused_too(tmp_path: Path) -> None:
     result = compile_spec(spec_for(tmp_path, "vai.onnx"))
     assert [d.code for d in result.diagnostics] == ["QAS702"]
     assert "Quark custom-domain ops" in result.diagnostics[0].message
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "ABSOLUTE", "sub/../../secret.bin", ""])
+def test_external_data_outside_the_models_folder_is_refused_and_never_read(tmp_path: Path, location: str) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    from compiler.intake import analyze_model
+
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"x" * 12345)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    model = onnx.load(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"))
+    tensor = numpy_helper.from_array(np.zeros(4, "float32"), "unused.weight")
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", str(secret) if location == "ABSOLUTE" else location
+    model.graph.initializer.append(tensor)
+    (folder / "m.onnx").write_bytes(model.SerializeToString())
+    facts = analyze_model(folder / "m.onnx")
+    assert [e["bytes"] for e in facts["external_data"]] == [None]  # its size is not recorded
+    assert facts["size_bytes"] == (folder / "m.onnx").stat().st_size
+    result = compile_spec(spec_for(folder, "m.onnx"))
+    assert [(d.code, d.path, d.line, d.col) for d in result.diagnostics] == [("QAS716", ("model",), 3, 8)]
+    assert not result.files

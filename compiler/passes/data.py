@@ -51,7 +51,8 @@ def _check_folder(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) 
         try:
             headers = read_headers(path)
         except ValueError as exc:
-            yield diag("QAS708", f"sample {label!r} cannot be read: {exc}", at)
+            yield diag("QAS708", f"sample {label!r} cannot be read: {exc}", at,
+                       hint="write it again with numpy.save (one input) or numpy.savez (named inputs)")
             continue
         if None in headers and len(inputs) != 1:
             yield diag("QAS707", f"sample {label!r} is a .npy file, but the model has {len(inputs)} inputs "

@@ -1,4 +1,5 @@
-"""Resolve pass: Spec in; QAS30x diagnostics out for presets, overrides and paths.
+"""Resolve pass: Spec in; QAS30x diagnostics out for presets, overrides and paths (QAS803: an output folder
+that cannot be written, as compile would find it).
 
 The resolution itself (merged space, spec-relative paths) is `compiler.resolved`'s.
 """
@@ -8,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..diagnostics import Diagnostic, diag
+from ..emit import OUTPUT_HINT, TEMP_HINT, folder_problem
 from ..model import ReaderSpec, Spec
 from ..resolved import spec_path
+from ..runtime.contract import RUNTIME_PACKAGE
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
@@ -38,28 +41,38 @@ def _check_reader(spec: Spec, reader: ReaderSpec) -> Iterator[Diagnostic]:
 
 def _check_file(spec: Spec, relative: str, path: tuple, what: str, want_dir: bool) -> Iterator[Diagnostic]:
     target = spec_path(spec, relative)
-    if want_dir and not target.is_dir():
-        state = "is not a folder" if target.exists() else "does not exist"
-        yield diag("QAS301", f"{what} {relative!r} {state}", path,
-                   hint="paths are relative to the spec file, not the current directory")
-    elif not want_dir and not target.is_file():
-        state = "is not a file" if target.exists() else "does not exist"
+    try:
+        found = target.is_dir() if want_dir else target.is_file()
+        state = None if found else ("is not a " + ("folder" if want_dir else "file") if target.exists()
+                                    else "does not exist")
+    except OSError as exc:  # e.g. a name too long for the file system
+        state = f"cannot be used: {exc.strerror or exc}"
+    if state is not None:
         yield diag("QAS301", f"{what} {relative!r} {state}", path,
                    hint="paths are relative to the spec file, not the current directory")
 
 
 def _check_output(spec: Spec) -> Iterator[Diagnostic]:
-    if spec.output.allow_outside_workspace:
-        return
     root = spec.workspace.resolve()
     for key, value in (("dir", spec.output.dir), ("temp_dir", spec.output.temp_dir)):
         if value is None:
             continue
-        target = spec_path(spec, value).resolve()
-        if target != root and root not in target.parents:
-            yield diag("QAS302", f"output.{key} {value!r} leaves the spec's folder",
-                       spec.output.path + (key,),
-                       hint="keep outputs beside the spec, or set output.allow_outside_workspace: true")
-        elif target == root:
-            yield diag("QAS302", f"output.{key} must be a sub-folder, not the spec's own folder",
-                       spec.output.path + (key,), hint="for example autosearch_output")
+        at = spec.output.path + (key,)
+        folder = spec_path(spec, value)
+        if not spec.output.allow_outside_workspace:
+            try:
+                target = folder.resolve()
+            except OSError:
+                target = None  # folder_problem says why
+            if target is not None and target != root and root not in target.parents:
+                yield diag("QAS302", f"output.{key} {value!r} leaves the spec's folder", at,
+                           hint="keep outputs beside the spec, or set output.allow_outside_workspace: true")
+                continue
+            if target == root:
+                yield diag("QAS302", f"output.{key} must be a sub-folder, not the spec's own folder", at,
+                           hint="for example autosearch_output")
+                continue
+        problem = folder_problem(folder, (RUNTIME_PACKAGE,) if key == "dir" else (), spec.workspace)
+        if problem is not None:
+            yield diag("QAS803", f"output.{key} cannot be written: {problem}", at,
+                       hint=OUTPUT_HINT if key == "dir" else TEMP_HINT)

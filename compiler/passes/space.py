@@ -15,7 +15,7 @@ from ..model import Spec
 from ..resolved import merged_space, two_stage
 from ..resources import load_data
 from ..spacemath import FINETUNE_KEYS, is_range
-from ..suggest import did_you_mean
+from ..suggest import closest, did_you_mean
 
 GROUPS = ("activation_params", "weight_params", "cle_params", "adaround_params", "adaquant_params")
 CHOICE_KEYS = ("activation", "weight", "algorithms", "cle_algo")
@@ -88,7 +88,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     allowed = allowed_top_keys()
     for key, value in space.items():
         if key not in allowed:
-            hint = did_you_mean(key, allowed)
+            hint = _group_of(key, GROUPS) if closest(key, allowed) is None else None
+            hint = hint or did_you_mean(key, allowed)
             if key in RESERVED:
                 hint = "qas builds this from activation/weight/algorithms; remove it"
             yield diag("QAS310", f"{key!r} is not a search-space key Quark knows (Quark would rename or drop it)",
@@ -117,6 +118,15 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
                                  "Quark would silently ignore it", at(key),
                        hint=f"write {key}: [{value!r}]" if isinstance(value, SCALARS) else None)
         seen.append(key)
+
+
+def _group_of(key: str, groups: Any) -> str | None:
+    """'num_iterations' is a parameter of adaround_params or adaquant_params: a hint naming the groups a key belongs in."""
+    owners = [g for g in groups if key in group_params(g)]
+    if not owners:
+        return None
+    where = "that group" if len(owners) == 1 else "one of them"
+    return f"{key!r} is a parameter of {' or '.join(owners)}: write it inside {where}"
 
 
 def _check_choices(key: str, values: list[Any], at: Locator, top: bool, group: str | None = None) -> Iterator[Diagnostic]:
@@ -184,8 +194,9 @@ def _check_group(group: str, body: dict[str, Any], at: Locator, must_be_lists: b
             yield diag("QAS318", f"{group}.{param} is accepted by Quark but never applied", at(group, param),
                        hint="remove it: it would not change the result", at_key=True)
         elif param not in known:
+            elsewhere = _group_of(param, [g for g in GROUPS if g != group]) if closest(param, known) is None else None
             yield diag("QAS319", f"{param!r} is not a parameter of {group}", at(group, param),
-                       hint=did_you_mean(param, known), at_key=True)
+                       hint=elsewhere or did_you_mean(param, known), at_key=True)
         elif isinstance(value, list):
             yield from _check_choices(param, value, at, top=False, group=group)
         elif is_range(value):
@@ -198,6 +209,13 @@ def _check_group(group: str, body: dict[str, Any], at: Locator, must_be_lists: b
             yield diag("QAS325", f"{group}.{param} must be a list of choices or a range; Quark would silently "
                                  "ignore it", at(group, param),
                        hint=f"write [{value!r}]" if isinstance(value, SCALARS) else None)
+
+
+def _whole_hint(value: Any) -> str | None:
+    """`write 3` for 3.0 (Optuna's int ranges refuse floats at run time), else None."""
+    if isinstance(value, float) and value.is_integer():
+        return f"write {int(value)}"
+    return None
 
 
 def _check_range(group: str, param: str, value: dict[str, Any], at: Locator) -> Iterator[Diagnostic]:
@@ -216,14 +234,18 @@ def _check_range(group: str, param: str, value: dict[str, Any], at: Locator) -> 
     low, high = value.get("low"), value.get("high")
     for name, bound in (("low", low), ("high", high)):
         if not isinstance(bound, number) or isinstance(bound, bool):
-            yield diag("QAS320", f"{group}.{param}: {name} must be {'an integer' if kind == 'int' else 'a number'}",
-                       where, hint="write low and high")
+            words = "an integer" if kind == "int" else "a number"
+            yield diag("QAS320", f"{group}.{param}: {name} must be {words}"
+                                 + (f", not {bound!r}" if isinstance(bound, float) else ""),
+                       where + ((name,) if name in value else ()), hint=_whole_hint(bound) or "write low and high")
             return
     if low > high:
         yield diag("QAS320", f"{group}.{param}: low {low} is above high {high}", where)
     step = value.get("step", 1)
     if kind == "int" and (not isinstance(step, int) or isinstance(step, bool) or step < 1):
-        yield diag("QAS320", f"{group}.{param}: step must be a positive integer", where)
+        yield diag("QAS320", f"{group}.{param}: step must be a positive integer"
+                             + (f", not {step!r}" if isinstance(step, float) else ""),
+                   where + ("step",), hint=_whole_hint(step) if isinstance(step, float) and step >= 1 else None)
     if kind == "float" and value.get("log") and low <= 0:
         yield diag("QAS320", f"{group}.{param}: a log range needs low > 0", where)
     if "log" in value and not isinstance(value["log"], bool):
