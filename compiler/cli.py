@@ -27,7 +27,9 @@ from .report import build_report, report_text, write_report_files
 from .runner import manifest_target, record, run_search
 from .runtime.contract import MANIFEST_FILE, RUN_LOG_FILE
 from .resources import load_schema
+from .scaffold import Refused, init_spec
 from .spacemath import count_configs, quark_discrete_size, stage1_space
+from .starter import CALIB_LIMIT, SPEC_FILE, describe_input
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -118,6 +120,55 @@ def _guard(fn):
     wrapper.__doc__ = fn.__doc__
     wrapper.__wrapped__ = fn
     return wrapper
+
+
+@app.command("init")
+@_guard
+def init_command(
+    model: Annotated[Path, typer.Argument(help="The float ONNX model to search quantizations of.", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The spec file to write; its calibration folder "
+                                                              "(data/calib) and outputs go beside it.")] = Path(SPEC_FILE),
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda:N or rocm:N: the device the search runs on "
+                                                         "(on cpu the fine-tuning is kept short).")] = "cpu",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing spec file.")] = False,
+) -> None:
+    """Write a commented starter spec for MODEL and an empty data/calib folder beside it.
+
+    The spec is spec.yaml in the current folder unless --output; its paths are relative to it.
+
+    A model that is not ONNX, is already quantized or misses its external data is refused.
+
+    An existing spec is replaced only with --force; an existing data/calib is left as it is.
+
+    Then fill data/calib and run `qas run spec.yaml`.
+
+    Examples:
+
+      qas init models/resnet50.onnx
+
+      qas init model.onnx --device cuda:0 -o gpu.yaml
+    """
+    outcome = init_spec(model, output, device, force, _display_name)
+    if isinstance(outcome, Refused):
+        for line in outcome.lines:
+            typer.echo(line, err=True)
+        raise typer.Exit(EXIT_USAGE if outcome.usage else EXIT_SPEC)
+    for line in outcome.warnings:
+        typer.echo(line, err=True)
+    spec, calib = shlex.quote(_display_name(outcome.spec)), shlex.quote(_display_name(outcome.calib) + "/")
+    typer.echo(f"wrote {spec} for {shlex.quote(_display_name(model))} (device {device})", err=True)
+    if outcome.calib_created:
+        typer.echo(f"created {calib} (empty): the calibration samples go there", err=True)
+    else:
+        typer.echo(f"{calib} is already there ({outcome.samples_there} sample files): left as it is", err=True)
+    inputs = [describe_input(i) for i in outcome.facts["inputs"]]
+    if len(inputs) == 1:
+        what = f"one .npy file per sample for input {inputs[0]['name']} ({inputs[0]['dtype']}, {inputs[0]['shape']})"
+    else:
+        what = f"one .npz file per sample with arrays {', '.join(i['name'] for i in inputs)}"
+    typer.echo(f"next:\n  1. fill {calib} with up to {CALIB_LIMIT} samples: {what}; the comments in {spec} say more\n"
+               f"  2. qas validate {spec}    # checks the samples against the model; plan and rough time\n"
+               f"  3. qas run {spec}", err=True)
 
 
 @app.command("compile")

@@ -147,6 +147,36 @@ def replace_files(files: Mapping[str, str | bytes], out_dir: Path) -> str | None
     return None
 
 
+def write_new_file(target: Path, text: str, replace: bool) -> str | None:
+    """A path, its text and whether an existing file may be replaced in; None out once the file is in place (written
+    to a temporary sibling first, so never half-written), or why not. Without `replace`, a file that is there
+    (even one made meanwhile: os.link refuses an existing name) is left as it is."""
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        return f"cannot write into {target.parent}: {exc.strerror or exc}"
+    try:
+        os.chmod(temp, _plain_file_mode())
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        if replace:
+            os.replace(temp, target)
+            return None
+        try:
+            os.link(temp, target)
+        except FileExistsError:
+            return f"{target} exists; left as it is"
+        except OSError:  # a file system without hard links: check, then replace
+            if os.path.lexists(target):
+                return f"{target} exists; left as it is"
+            os.replace(temp, target)
+        return None
+    except OSError as exc:
+        return f"cannot write {target}: {exc.strerror or exc}"
+    finally:
+        Path(temp).unlink(missing_ok=True)
+
+
 def _plain_file_mode() -> int:
     """The mode a plain open() would create a file with: 0o666 less this process's umask."""
     mask = os.umask(0)

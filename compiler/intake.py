@@ -1,7 +1,8 @@
 """Model intake facts: an ONNX path (or a Spec) in, the model_analysis.json content (a plain dict) out.
 
-Pure reading; deciding what is an error is the intake pass's job. `analysis(spec)` caches per file
-version, so that the passes and `facts.derive` read the model once.
+Pure reading; deciding what is an error is the intake pass's (and `qas init`'s) job. `analysis(spec)`
+caches per file version, so that the passes and `facts.derive` read the model once; `read_checked` is
+the one way both read a model: the facts with their risks, or the risk that stopped the reading.
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ from __future__ import annotations
 import posixpath
 from collections import Counter
 from functools import lru_cache
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from .model import Spec
-from .onnx_proto import EXTERNAL, TENSOR_TYPES, load_model
+from .onnx_proto import EXTERNAL, TENSOR_TYPES, NotOnnx, load_model
 from .resolved import spec_path
 
 TWO_GB = 2 * 1024**3
@@ -145,11 +147,37 @@ def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
     return found
 
 
-@lru_cache(maxsize=8)
-def _cached(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
-    facts = analyze_model(Path(path))
+def _with_risks(path: Path) -> dict[str, Any]:
+    facts = analyze_model(path)
     facts["risks"] = risks(facts)
     return facts
+
+
+def read_checked(path: Path, shown: str, read: Callable[[Path], dict[str, Any]] = _with_risks,
+                 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A model path (and how messages name it) in; (its facts, their risks) out, or (None, [the QAS701/QAS704
+    risk that stopped the reading]): a file protobuf cannot read, or one over 2 GB, is never parsed."""
+    try:
+        size = path.stat().st_size
+        if size > TWO_GB:
+            return None, [{"severity": "error", "code": "QAS704",
+                           "message": f"{shown} is {size / 1024**3:.1f} GiB in one file; protobuf cannot read models "
+                                      "over 2 GB without external data",
+                           "hint": "save it with onnx.save(model, path, save_as_external_data=True)"}]
+        facts = read(path)
+    except NotOnnx:
+        return None, [{"severity": "error", "code": "QAS701",
+                       "message": f"{shown} is not a readable ONNX model (protobuf cannot parse it as a ModelProto)",
+                       "hint": "check that the path names the .onnx file itself and that it is not truncated"}]
+    except OSError as exc:
+        return None, [{"severity": "error", "code": "QAS701", "message": f"{shown} cannot be read: {exc.strerror or exc}",
+                       "hint": None}]
+    return facts, facts["risks"]
+
+
+@lru_cache(maxsize=8)
+def _cached(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    return _with_risks(Path(path))
 
 
 def analysis(spec: Spec) -> dict[str, Any]:

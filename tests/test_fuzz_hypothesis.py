@@ -6,7 +6,6 @@ Derandomized and bounded, so CI runs the same examples every time; raise QAS_FUZ
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from pathlib import Path

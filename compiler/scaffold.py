@@ -1,0 +1,120 @@
+"""`qas init`'s steps: a model path, a spec path, a device and --force in; the starter spec and its empty
+calibration folder written (Written), or why not with nothing written (Refused), out.
+
+The model is read as the intake pass reads it (intake.read_checked: no weights, no quark or torch);
+the spec's text is starter.starter_text's. Printing is the CLI's.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Any
+
+from .emit import write_new_file
+from .intake import read_checked
+from .samples import sample_files
+from .starter import CALIB_FOLDER, device_problem, starter_text
+
+
+@dataclass(frozen=True)
+class Refused:
+    usage: bool  # a usage error (exit 2), else a refused model or file (exit 1)
+    lines: tuple[str, ...]  # what to print, error first, then hints
+
+
+@dataclass(frozen=True)
+class Written:
+    spec: Path
+    calib: Path
+    calib_created: bool
+    samples_there: int  # sample files already in a calibration folder that existed
+    facts: dict[str, Any]
+    warnings: tuple[str, ...]
+
+
+def init_spec(model: Path, spec: Path, device: str, force: bool, display: Callable[[Path], str]) -> Written | Refused:
+    """Check everything first, then create the calibration folder (only what is missing) and write the spec; when
+    writing fails, the folders made are removed again. `display` names a path for messages (shell-quoted here)."""
+    def shown(path: Path) -> str:
+        return shlex.quote(display(path))
+
+    problem = device_problem(device)
+    if problem is not None:
+        return Refused(True, (f"qas: error: {problem}",))
+    if not model.is_file():
+        what = "is a folder, not a model file" if model.is_dir() else "does not exist"
+        return Refused(True, (f"qas: error: the model {shown(model)} {what}",))
+    spec = Path(os.path.abspath(spec))
+    refused = _check_spec_path(spec, model, force, shown)
+    if refused is not None:
+        return refused
+    facts, risks = read_checked(model, repr(display(model)))
+    errors = [r for r in risks if r["severity"] == "error"]
+    if facts is None or errors:
+        return Refused(False, tuple(line for r in errors for line in _risk_lines(r, shown(model))))
+    if not facts["inputs"]:
+        return Refused(False, (f"qas: error: {shown(model)} declares no inputs (besides its weights): there is "
+                               "nothing to calibrate",))
+    calib = spec.parent / CALIB_FOLDER
+    for folder in (calib.parent, calib):
+        if os.path.lexists(folder) and not folder.is_dir():
+            return Refused(False, (f"qas: error: {shown(folder)} is in the way: the calibration samples go in the "
+                                   f"folder {shown(calib)}",
+                                   "  hint: move it away, or write the spec into another folder with --output"))
+    text = starter_text(facts, _relative(model, spec.parent), spec.name, device)
+    samples_there = len(sample_files(calib, None)) if calib.is_dir() else 0
+    created: list[Path] = []
+    try:
+        for folder in (calib.parent, calib):
+            if not folder.is_dir():
+                folder.mkdir()
+                created.append(folder)
+    except OSError as exc:
+        _remove(created)
+        return Refused(False, (f"qas: error: cannot create {shown(calib)}: {exc.strerror or exc}",))
+    problem = write_new_file(spec, text, replace=force)
+    if problem is not None:
+        _remove(created)
+        return Refused(False, (f"qas: error: {problem}",))
+    return Written(spec=spec, calib=calib, calib_created=calib in created, samples_there=samples_there, facts=facts,
+                   warnings=tuple(line for r in risks for line in _risk_lines(r, shown(model))))
+
+
+def _check_spec_path(spec: Path, model: Path, force: bool, shown: Callable[[Path], str]) -> Refused | None:
+    if spec.is_dir():
+        return Refused(True, (f"qas: error: --output {shown(spec)} is a folder; name the spec file, e.g. "
+                              f"{shown(spec / 'spec.yaml')}",))
+    if not spec.parent.is_dir():
+        return Refused(True, (f"qas: error: the folder {shown(spec.parent)} does not exist; create it first",))
+    if os.path.lexists(spec) and spec.exists() and os.path.samefile(spec, model):
+        return Refused(True, (f"qas: error: --output {shown(spec)} is the model itself",))
+    if os.path.lexists(spec) and not force:
+        return Refused(False, (f"qas: error: {shown(spec)} exists; left as it is",
+                               "  hint: pass --force to replace it, or choose another file with --output"))
+    return None
+
+
+def _risk_lines(risk: dict[str, Any], where: str) -> list[str]:
+    lines = [f"{where}: {risk['severity']}[{risk['code']}]: {risk['message']}"]
+    return lines + ([f"  hint: {risk['hint']}"] if risk.get("hint") else [])
+
+
+def _relative(model: Path, folder: Path) -> str:
+    """The model's path as the spec writes it: relative to the spec's folder, with forward slashes."""
+    absolute = os.path.abspath(model)
+    try:
+        return PurePath(os.path.relpath(absolute, folder)).as_posix()
+    except ValueError:  # another drive (Windows): only an absolute path reaches it
+        return PurePath(absolute).as_posix()
+
+
+def _remove(created: list[Path]) -> None:
+    for folder in reversed(created):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass

@@ -1,0 +1,201 @@
+"""qas init: a model in; a commented spec that validates (and compiles once its folder is filled), or a refusal
+that writes nothing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from jsonschema import Draft202012Validator
+from ruamel.yaml import YAML
+
+from compiler.starter import spec_name
+
+from .conftest import EXAMPLE_DIR, REPO, model_with_external_data, qas
+
+SCHEMA = Draft202012Validator(json.loads((REPO / "schemas" / "spec.schema.json").read_text(encoding="utf-8")))
+
+
+def project(tmp_path: Path) -> Path:
+    """A folder holding a copy of the example model under models/."""
+    (tmp_path / "models").mkdir()
+    shutil.copy(EXAMPLE_DIR / "models" / "tinycnn.onnx", tmp_path / "models")
+    return tmp_path
+
+
+def load_valid(spec: Path) -> dict:
+    data = YAML(typ="safe", pure=True).load(spec.read_text(encoding="utf-8"))
+    errors = [e.message for e in SCHEMA.iter_errors(data)]
+    assert not errors, errors
+    return data
+
+
+def fill_calibration(folder: Path) -> None:
+    for sample in sorted((EXAMPLE_DIR / "data" / "calib").glob("*.npy")):
+        shutil.copy(sample, folder)
+
+
+def two_input_model(path: Path) -> Path:
+    """A tiny float model with two inputs, one with a dynamic batch dim: out = a + b."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["pixels", "offset"], ["out"], name="add")], "two",
+        [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["batch", 4]),
+         helper.make_tensor_value_info("offset", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def nothing_written(folder: Path, before: set[str]) -> bool:
+    return {p.name for p in folder.iterdir()} == before
+
+
+def test_init_writes_a_valid_commented_spec_that_compiles_once_the_folder_is_filled(tmp_path: Path) -> None:
+    folder = project(tmp_path)
+    made = qas("init", "models/tinycnn.onnx", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    spec = folder / "spec.yaml"
+    data = load_valid(spec)
+    assert data["qas"] == 1 and data["name"] == "tinycnn" and data["model"] == "models/tinycnn.onnx"
+    assert data["calibration"] == {"folder": "data/calib", "limit": 64}
+    assert data["evaluation"] == {"metric": "L2"}
+    assert data["search"]["preset"] == "A8W8_SEARCH" and (data["search"]["n_trials"], data["search"]["seed"]) == (10, 0)
+    assert data["device"] == "cpu" and data["output"] == {"dir": "autosearch_output"}
+    text = spec.read_text(encoding="utf-8")
+    assert 'one .npy file per sample' in text and 'input "input": float32, shape [1, 3, 32, 32]' in text
+    assert (folder / "data" / "calib").is_dir() and not any((folder / "data" / "calib").iterdir())
+    assert "wrote spec.yaml" in made.stderr and "created data/calib/" in made.stderr
+    assert "qas run spec.yaml" in made.stderr
+    fill_calibration(folder / "data" / "calib")
+    compiled = qas("compile", "spec.yaml", cwd=folder)
+    assert compiled.returncode == 0, compiled.stderr
+    assert not re.search(r"error|warning", compiled.stderr), compiled.stderr
+
+
+def test_the_spec_goes_where_output_says_with_paths_relative_to_it(tmp_path: Path) -> None:
+    folder = project(tmp_path)
+    (folder / "work").mkdir()
+    made = qas("init", "models/tinycnn.onnx", "--output", "work/my search.yaml", "--device", "cuda:1", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    data = load_valid(folder / "work" / "my search.yaml")
+    assert data["model"] == "../models/tinycnn.onnx" and data["device"] == "cuda:1"
+    assert "override" not in data["search"]  # a GPU keeps the preset's fine-tuning
+    assert (folder / "work" / "data" / "calib").is_dir() and not (folder / "data").exists()
+    assert "qas run 'work/my search.yaml'" in made.stderr
+
+
+def test_a_model_with_external_data_says_to_keep_it_beside(tmp_path: Path) -> None:
+    model_with_external_data(tmp_path, 16)
+    made = qas("init", "big.onnx", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "spec.yaml").read_text(encoding="utf-8")
+    assert '# (its external data "big.onnx_data" must stay beside it, under that name)\nmodel: big.onnx\n' in text
+
+
+def test_an_existing_spec_is_kept_unless_force(tmp_path: Path) -> None:
+    folder = project(tmp_path)
+    (folder / "spec.yaml").write_text("mine\n")
+    before = {p.name for p in folder.iterdir()}
+    refused = qas("init", "models/tinycnn.onnx", cwd=folder)
+    assert refused.returncode == 1 and "spec.yaml exists" in refused.stderr and "--force" in refused.stderr
+    assert (folder / "spec.yaml").read_text() == "mine\n" and nothing_written(folder, before)
+    forced = qas("init", "models/tinycnn.onnx", "--force", cwd=folder)
+    assert forced.returncode == 0, forced.stderr
+    load_valid(folder / "spec.yaml")
+
+
+def test_an_existing_calibration_folder_is_left_as_it_is(tmp_path: Path) -> None:
+    folder = project(tmp_path)
+    (folder / "data" / "calib").mkdir(parents=True)
+    fill_calibration(folder / "data" / "calib")
+    made = qas("init", "models/tinycnn.onnx", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    assert "already there (8 sample files)" in made.stderr
+    assert len(list((folder / "data" / "calib").iterdir())) == 8
+
+
+def test_a_model_quantized_by_onnxruntime_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    quantization = pytest.importorskip("onnxruntime.quantization")
+
+    class Samples(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.samples = [{"input": np.load(p)} for p in sorted((EXAMPLE_DIR / "data" / "calib").glob("*.npy"))]
+
+        def get_next(self):
+            return self.samples.pop() if self.samples else None
+
+    quantization.quantize_static(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(tmp_path / "qdq.onnx"), Samples(),
+                                 quant_format=quantization.QuantFormat.QDQ)
+    before = {p.name for p in tmp_path.iterdir()}
+    refused = qas("init", "qdq.onnx", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("qdq.onnx: error[QAS702]: the model is already quantized"), refused.stderr
+    assert nothing_written(tmp_path, before)
+
+
+@pytest.mark.parametrize("case", ["not onnx", "missing external data", "no such file", "bad device"])
+def test_other_refusals_write_nothing(tmp_path: Path, case: str) -> None:
+    args = {"not onnx": ["notes.onnx"], "missing external data": ["big.onnx"], "no such file": ["nope.onnx"],
+            "bad device": ["notes.onnx", "--device", "gpu0"]}[case]
+    (tmp_path / "notes.onnx").write_text("these are not the weights you are looking for\n")
+    model_with_external_data(tmp_path, 16, missing=True)
+    before = {p.name for p in tmp_path.iterdir()}
+    refused = qas("init", *args, cwd=tmp_path)
+    code, says = {"not onnx": (1, "error[QAS701]"), "missing external data": (1, "error[QAS703]"),
+                  "no such file": (2, "does not exist"), "bad device": (2, "is not cpu, cuda:N or rocm:N")}[case]
+    assert refused.returncode == code and says in refused.stderr, refused.stderr
+    assert nothing_written(tmp_path, before)
+
+
+def test_a_two_input_model_gets_npz_samples_naming_both_inputs(tmp_path: Path) -> None:
+    two_input_model(tmp_path / "two.onnx")
+    made = qas("init", "two.onnx", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "spec.yaml").read_text(encoding="utf-8")
+    load_valid(tmp_path / "spec.yaml")
+    assert "The model has 2 inputs, so: one .npz file per sample" in text
+    assert '#   "pixels": float32, shape [batch, 4] (dynamic: batch)' in text
+    assert '#   "offset": float32, shape [1, 4]\n' in text
+    assert 'numpy.savez("data/calib/sample_000.npz", **{"pixels": x1, "offset": x2})' in text
+    assert '.npz file per sample with arrays "pixels", "offset"' in made.stderr
+    np.savez(tmp_path / "data" / "calib" / "sample_000.npz", pixels=np.ones((2, 4), "float32"),
+             offset=np.ones((1, 4), "float32"))
+    compiled = qas("validate", "spec.yaml", cwd=tmp_path)
+    assert compiled.returncode == 0, compiled.stderr
+
+
+@pytest.mark.parametrize("file, name", [
+    ("tinycnn.onnx", "tinycnn"),
+    ("ResNet-50 v1.5.onnx", "ResNet_50_v1_5"),
+    ("2stage__net.onnx", "model_2stage_net"),
+    ("modèle.onnx", "modele"),
+    ("___.onnx", "model"),
+    ("x" * 80 + ".onnx", "x" * 64),
+])
+def test_the_name_comes_from_the_file_name_in_the_schema_pattern(file: str, name: str) -> None:
+    assert spec_name(file) == name
+
+
+def test_init_then_run_completes_with_the_real_quark(tmp_path: Path) -> None:
+    if importlib.util.find_spec("quark") is None:  # not imported here: that would build Quark's ops in this process
+        pytest.skip("amd-quark is not installed")
+    folder = project(tmp_path)
+    made = qas("init", "models/tinycnn.onnx", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    fill_calibration(folder / "data" / "calib")
+    spec = folder / "spec.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("  n_trials: 10\n", "  n_trials: 2\n"), encoding="utf-8")
+    ran = qas("run", "spec.yaml", "--yes", cwd=folder, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "qas: run completed (exit code 0)" in ran.stderr
+    assert (folder / "autosearch_output" / "best_model.onnx").is_file()
