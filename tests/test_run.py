@@ -4,6 +4,7 @@ and (with the real amd-quark) a full run, a resume from the manifest and a Ctrl-
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -174,3 +175,15 @@ def test_write_atomically_takes_bytes_and_subfolders_and_replaces_nothing_on_fai
     assert [d.code for d in found] == ["QAS803"] and "blocked is a file, but compile writes a folder there" in found[0].message
     assert (tmp_path / "a.txt").read_text() == "text\n"  # staged, never put in place
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_written_files_get_the_mode_a_plain_write_would_not_0600(tmp_path: Path) -> None:
+    previous = os.umask(0o022)
+    try:
+        assert write_atomically({"a.txt": "text\n", "sub/b.bin": b"\x00"}, tmp_path) == []
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+    finally:
+        os.umask(previous)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "a.txt", tmp_path / "sub" / "b.bin", plain)}
+    assert modes == {"a.txt": 0o644, "b.bin": 0o644, "plain.txt": 0o644}
