@@ -57,8 +57,8 @@ class Search:
 
         Called only while this process holds the study lock (launch.py), so no live process owns them.
         """
-        running = [t for t in self.trials("RUNNING")]
-        for t in running:
+        running = self.trials("RUNNING")
+        for t in running:  # the storage API takes trial ids; FrozenTrial keeps its id in _trial_id
             self.storage.set_trial_user_attr(t._trial_id, contract.ATTR_INTERRUPTED, True)
             self.storage.set_trial_user_attr(t._trial_id, contract.ATTR_ERROR, f"interrupted: {reason}")
             self.storage.set_trial_state_values(t._trial_id, self.optuna.trial.TrialState.FAIL)
@@ -66,7 +66,7 @@ class Search:
 
     def _trials_of(self, name: str) -> list[Any]:
         try:
-            return self.optuna.load_study(study_name=name, storage=self.settings.storage_url).trials
+            return self.optuna.load_study(study_name=name, storage=self.storage).trials
         except KeyError:
             return []
 
