@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from . import __version__
+from .cli_style import CONTEXT_SETTINGS, Command, Group
 from .diagnostics import Diagnostic, has_errors, summary_line, to_items, to_text
 from .emit import differences, refuse_overwrites, write_atomically
 from .environment import Environment, load_target, probe
@@ -36,7 +37,8 @@ app = typer.Typer(
     help="Compile a YAML search spec into a reviewable AMD Quark quantization-search script.\n\n"
          "Example: qas compile specs/example/spec.yaml && python specs/example/autosearch_output/tinycnn_autosearch.py",
     no_args_is_help=True,
-    add_completion=False,
+    cls=Group,
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
 )
 
@@ -46,7 +48,7 @@ class Format(str, Enum):
     json = "json"
 
 
-SpecArg = Annotated[Path, typer.Argument(help="The search spec (YAML).", show_default=False)]
+SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The search spec (YAML).", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics and the plan as text or JSON.")]
 PythonOpt = Annotated[Optional[str], typer.Option(
     "--python", help="The interpreter that will run the script; probed for packages and the device. "
@@ -120,7 +122,7 @@ def _guard(fn):
     return wrapper
 
 
-@app.command("compile")
+@app.command("compile", cls=Command)
 @_guard
 def compile_command(
     spec: SpecArg,
@@ -178,7 +180,7 @@ def _shown_outputs(files: dict[str, str]) -> list[str]:
     return [f"{name} ({count} files)" if name.endswith("/") else name for name, count in shown.items()]
 
 
-@app.command("validate")
+@app.command("validate", cls=Command)
 @_guard
 def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text, python: PythonOpt = None,
                      target_env: TargetEnvOpt = None) -> None:
@@ -199,11 +201,12 @@ def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text, python: Python
         typer.echo(f"{spec}: ok", err=True)
 
 
-@app.command("run")
+@app.command("run", cls=Command)
 @_guard
 def run_command(
-    target: Annotated[Path, typer.Argument(help="A search spec, or the run_manifest.yaml compile wrote.",
-                                           show_default=False)],
+    target: Annotated[Path, typer.Argument(
+        metavar="SPEC_OR_MANIFEST", help="A search spec, the run_manifest.yaml compile wrote, or its folder.",
+        show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run without asking (for CI).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Compile a spec over a hand-edited script or files qas "
                                                          "did not write.")] = False,
@@ -220,8 +223,14 @@ def run_command(
 
       qas run specs/example/spec.yaml
 
-      qas run specs/example/autosearch_output/run_manifest.yaml --yes
+      qas run specs/example/autosearch_output --yes      # the folder compile wrote (its run_manifest.yaml)
     """
+    if target.is_dir():  # an output folder: run what was compiled into it
+        if not (target / MANIFEST_FILE).is_file():
+            typer.echo(f"qas: error: no {MANIFEST_FILE} in {target}\n"
+                       f"  hint: give the spec (qas run SPEC), or compile it into that folder first", err=True)
+            raise typer.Exit(EXIT_USAGE)
+        target = target / MANIFEST_FILE
     _require_file(target)
     spec = manifest_target(target)
     if isinstance(spec, str):
@@ -290,15 +299,17 @@ def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
         raise typer.Exit(EXIT_SPEC)
 
 
-@app.command("report")
+@app.command("report", cls=Command)
 @_guard
 def report_command(
-    out_dir: Annotated[Path, typer.Argument(help="A search's output dir (holding run_manifest.yaml).",
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="A search's output dir (holding run_manifest.yaml).",
                                             show_default=False)],
     fmt: Annotated[Format, typer.Option("--format", help="The report as text or JSON.")] = Format.text,
 ) -> None:
-    """Summarize a search (trials, failures, best config and model, top 5, importances) and write report.md
-    with Optuna's HTML plots and a PNG of the history into OUT_DIR. Reads the study; never changes it.
+    """Summarize a search (trials, failures, best config and model, top 5, importances); write report.md.
+
+    report.md goes into OUT_DIR with Optuna's HTML plots and a PNG of the history. Reads the study; never
+    changes it.
 
     Examples:
 
@@ -324,10 +335,16 @@ def report_command(
     typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)
 
 
-@app.command("presets")
+def _preset_names(incomplete: str) -> list[str]:
+    """Shell completion of `qas presets NAME`: the preset names that start with what was typed."""
+    return [name for name in PRESET_NAMES if name.startswith(incomplete)]
+
+
+@app.command("presets", cls=Command)
 @_guard
 def presets_command(
-    name: Annotated[Optional[str], typer.Argument(help="A preset to show in full.", show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Argument(metavar="NAME", help="A preset to show in full.",
+                                                  autocompletion=_preset_names, show_default=False)] = None,
 ) -> None:
     """List Quark's AutoSearch presets with their sizes, or show one resolved.
 
@@ -355,7 +372,7 @@ def presets_command(
     typer.echo(json.dumps(shown, indent=2))
 
 
-@app.command("env")
+@app.command("env", cls=Command)
 @_guard
 def env_command(python: PythonOpt = None) -> None:
     """Print what an interpreter has (packages, onnxruntime providers, torch build) as a --target-env file.
@@ -370,7 +387,7 @@ def env_command(python: PythonOpt = None) -> None:
     typer.echo(json.dumps(found.document, indent=2, sort_keys=True))
 
 
-@app.command("schema")
+@app.command("schema", cls=Command)
 @_guard
 def schema_command() -> None:
     """Print the spec's JSON Schema (Draft 2020-12), for editors and CI.
@@ -396,5 +413,7 @@ def main(
 
 
 def run() -> None:
-    """Console entry point: click's usage errors exit 2 already; everything else goes through _guard."""
-    app()
+    """Console entry point: click's usage errors exit 2 already; everything else goes through _guard.
+
+    Named `qas` also under `python -m compiler`, so help, messages and shell completion say what users type."""
+    app(prog_name="qas")
