@@ -11,7 +11,7 @@ import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -105,14 +105,26 @@ def _require_file(spec: Path) -> None:
         raise typer.Exit(EXIT_USAGE)
 
 
+def _fail(message: str, fmt: Format) -> NoReturn:
+    """An error line on stderr (and with --format json, {"ok": false, "error": ...} on stdout); exit 2."""
+    if fmt is Format.json:
+        sys.stdout.write(json.dumps({"ok": False, "error": message}, indent=2) + "\n")
+    typer.echo(f"qas: error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
 def _guard(fn):
-    """Turn an unexpected exception into exit 3 with a report line, never a bare traceback for users."""
+    """Turn an unexpected exception into exit 3 with a report line, never a bare traceback for users (and,
+    under --format json, a JSON error object on stdout, so a pipe into jq still reads one)."""
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except Exception:  # noqa: BLE001 - this is the bug boundary
+        except Exception as exc:  # noqa: BLE001 - this is the bug boundary
+            if kwargs.get("fmt") is Format.json:
+                error = f"internal error (a bug in qas, please report it): {type(exc).__name__}: {exc}"
+                sys.stdout.write(json.dumps({"ok": False, "error": error}, indent=2) + "\n")
             typer.echo("qas: internal error (this is a bug in qas, please report it with the spec):", err=True)
             typer.echo(traceback.format_exc(), err=True)
             raise typer.Exit(EXIT_BUG)
@@ -318,18 +330,15 @@ def report_command(
       qas report out/ --format json | jq .best
     """
     if not out_dir.is_dir():
-        typer.echo(f"qas: error: no output dir at {out_dir}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        _fail(f"no output dir at {out_dir}", fmt)
     report = build_report(out_dir)
     if isinstance(report, str):
-        typer.echo(f"qas: error: {report}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        _fail(report, fmt)
     written = write_report_files(report, out_dir)
     if isinstance(written, str):
-        typer.echo(f"qas: error: {written}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        _fail(written, fmt)
     if fmt is Format.json:
-        sys.stdout.write(json.dumps(report | {"files": written}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"ok": True, **report, "files": written}, indent=2) + "\n")
         return
     sys.stdout.write(report_text(report))
     typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)

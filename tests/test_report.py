@@ -472,3 +472,35 @@ def test_list_choices_are_left_out_of_importances(tmp_path: Path) -> None:
     assert any("leave out PercentileCandidates" in n for n in report["notes"])
     assert any(n.startswith("no importances:") for n in report["notes"])
     assert "report/param_importances.html" not in write_report_files(report, only)
+
+
+def report_cli(out: Path, *args: str, code: str = "pass") -> subprocess.CompletedProcess:
+    """`qas report out --format json` in a subprocess, after `code` (run inside it, e.g. to break something)."""
+    script = f"import sys; from compiler import cli; {code}; sys.argv = ['qas', 'report', *sys.argv[1:]]; cli.run()"
+    return subprocess.run([sys.executable, "-c", script, str(out), "--format", "json", *args], capture_output=True,
+                          text=True, cwd=REPO)
+
+
+def test_json_format_answers_json_on_every_error(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    write_manifest(out)
+    make_study(out, "minimize")
+    ok = report_cli(out)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["ok"] is True
+    (out / "report.md").unlink()
+    (out / "report").rename(out / "plots")
+    (out / "report").write_text("a file where the plots folder goes", encoding="utf-8")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for where, code, exit_code, expected in [
+            (tmp_path / "absent", "pass", 2, "no output dir at"),
+            (empty, "pass", 2, "no run_manifest.yaml in"),
+            (out, "pass", 2, "cannot write the report"),
+            (out, "cli.build_report = lambda out: 1 / 0", 3, "internal error")]:
+        found = report_cli(where, code=code)
+        assert found.returncode == exit_code, found.stderr
+        document = json.loads(found.stdout)  # one JSON object, nothing else on stdout
+        assert document["ok"] is False and expected in document["error"], document
+        assert expected in found.stderr  # the same line for a person
