@@ -440,7 +440,8 @@ def list_choice_run(out: Path, rows: list[tuple]) -> None:
             value=value, distributions=distributions,
             params={"algorithms": algorithms, "num_iterations": iters, "learning_rate": lr, "optim_device": "cpu",
                     "PercentileCandidates": percentiles},
-            user_attrs={"stage": "sampler", "config": config_of(algorithms, iters, lr),
+            user_attrs={"stage": "sampler", "config": {**config_of(algorithms, iters, lr),
+                                                       "PercentileCandidates": percentiles},
                         "model": model_name(i, "sampler")}))
 
 
@@ -504,3 +505,28 @@ def test_json_format_answers_json_on_every_error(tmp_path: Path) -> None:
         document = json.loads(found.stdout)  # one JSON object, nothing else on stdout
         assert document["ok"] is False and expected in document["error"], document
         assert expected in found.stderr  # the same line for a person
+
+
+def test_grid_rows_show_how_their_configs_differ(tmp_path: Path) -> None:
+    """Engine qas's grid trials carry no Optuna params (their configurations are not sampled), only a config."""
+    write_manifest(tmp_path, effective_trials=1)
+    grid, main = new_study(tmp_path, "minimize", STUDY + "-grid"), new_study(tmp_path, "minimize")
+    base = {"activation": "XInt8Spec", "cle_algo": "cle", "cle_params": {"cle_steps": -1}}
+    for index, (value, config) in enumerate([(0.3, base), (0.2, {**base, "cle_params": {"cle_steps": 1}}),
+                                             (0.4, {**base, "cle_algo": None, "cle_params": None})]):
+        grid.add_trial(create_trial(value=value, params={}, distributions={}, user_attrs={
+            "stage": "grid", "config": config, "model": f"quantized_model_grid_{index}.onnx", "grid_index": index}))
+    add(tmp_path, main, "sampler", TrialState.COMPLETE, 0.1, "adaquant", 20, 3e-3, None,
+        config={**base, "cle_params": {"cle_steps": 1}, "algorithms": "adaquant",
+                "adaquant_params": {"num_iterations": 20, "learning_rate": 3e-3, "optim_device": "cpu"}})
+    report = build_report(tmp_path)
+    assert [e["config"]["cle_algo"] for e in report["top5"]] == ["cle", "cle", "cle", None]
+    lines = report_text(report).split("top 4:\n", 1)[1].splitlines()
+    table = lines[:5]
+    assert table[0].split()[-2:] == ["differing", "params"] and not lines[5].startswith("  ")
+    cells = [line.split("  ")[-1].strip() for line in table[1:]]
+    assert cells == [
+        "cle_algo=cle, cle_params.cle_steps=1, algorithms=adaquant",  # its num_iterations differs from no other row's
+        "cle_algo=cle, cle_params.cle_steps=1",
+        "cle_algo=cle, cle_params.cle_steps=-1",
+        "cle_algo=null, cle_params=null"]

@@ -119,7 +119,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "best": best,
         "best_config_agrees": agrees,
         "top5": [{"number": r.trial.number, "value": r.trial.value, "stage": r.stage, "params": r.trial.params,
-                  "model": _model_of(r, numbers), "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
+                  "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
+                  "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
                  for r in ranked[:TOP_N]],
         "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
                      for r in failed],

@@ -47,10 +47,10 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
             config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
     else:
         facts.append(("best", "none: no trial has completed"))
-    shown = varying([e["params"] for e in r["top5"]])
+    settings, shown = _differing(r["top5"])
     top = [[str(i), str(e["number"]), e["stage"], _num(e["value"]), e["model"] or "-"]
-           + ([", ".join(f"{k}={_num(e['params'][k])}" for k in shown if k in e["params"]) or "-"] if shown else [])
-           for i, e in enumerate(r["top5"], 1)]
+           + ([", ".join(f"{k}={_num(row[k])}" for k in shown if k in row) or "-"] if shown else [])
+           for i, (e, row) in enumerate(zip(r["top5"], settings, strict=True), 1)]
     return {
         "title": f"{r['name']} ({r['out_dir']})",
         "facts": facts,
@@ -63,6 +63,37 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
                       else "(no error recorded)") for f in r["failures"]],
         "notes": list(r["notes"]),
     }
+
+
+def _differing(top: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The top rows in; each row's settings by name, and the names whose value differs between rows, out.
+
+    The settings are the nested config each trial recorded, flattened to dotted names, when every row has one
+    (grid-stage trials have no Optuna params: their configurations are not sampled); else Optuna's params. In a
+    config, a top-level name some rows lack counts as a value of its own (grid rows have no `algorithms`); a
+    nested one does not (a row without adaquant_params has none of its leaves, which says nothing new).
+    """
+    if not top or any(not isinstance(e.get("config"), dict) for e in top):
+        params = [e["params"] for e in top]
+        return params, varying(params)
+    rows = [_flat(e["config"]) for e in top]
+    shown = []
+    for name in dict.fromkeys(k for row in rows for k in row):
+        values = {repr(row[name]) for row in rows if name in row}  # repr: True and 1 are different choices
+        if len(values) > 1 or ("." not in name and any(name not in row for row in rows)):
+            shown.append(name)
+    return rows, shown
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config in; its leaves by dotted name (adaquant_params.num_iterations) out."""
+    found: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            found.update(_flat(value, f"{prefix}{key}."))
+        else:
+            found[f"{prefix}{key}"] = value
+    return found
 
 
 def _num(value: Any) -> str:
