@@ -266,13 +266,16 @@ def test_files_written(run_dir: tuple[Path, optuna.Study, str]) -> None:
     report = build_report(out)
     written = write_report_files(report, out)
     assert written == ["report/optimization_history.html", "report/param_importances.html",
-                       "report/optimization_history.png", "report.md"]
+                       "report/plotly.min.js", "report/optimization_history.png", "report.md"]
     for name in written:
         assert (out / name).stat().st_size > 0
     assert (out / "report" / "optimization_history.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     for name in ("optimization_history.html", "param_importances.html"):
         html = (out / "report" / name).read_text(encoding="utf-8")
-        assert not re.search(r"<script[^>]*\bsrc=", html) and "Plotly.newPlot" in html  # plotly.js inlined
+        assert re.findall(r"<script[^>]*\bsrc=[^>]*>", html) == ['<script charset="utf-8" src="plotly.min.js">']
+        assert "Plotly.newPlot" in html and len(html) < 100_000  # plotly.js (~5 MB) is not inlined in each page
+    from plotly.offline import get_plotlyjs
+    assert (out / "report" / "plotly.min.js").read_text(encoding="utf-8") == get_plotlyjs()  # the one copy
     assert '"learning_rate"' in (out / "report" / "param_importances.html").read_text(encoding="utf-8")
     md = (out / "report.md").read_text(encoding="utf-8")
     assert f"{study.best_trial.value:.6g}" in md
@@ -399,7 +402,30 @@ def test_grid_study_of_engine_qas(tmp_path: Path) -> None:
     written = write_report_files(report, tmp_path)
     assert "report/param_importances.html" in written
     history = (tmp_path / "report" / "optimization_history.html").read_text(encoding="utf-8")
-    assert f'"L2 of {STUDY}-grid"' in history and f'"L2 of {STUDY}"' in history  # one series a study
+    assert '"L2, grid stage"' in history and '"L2, sampler stage"' in history  # one series a study, by stage
+    assert f" of {STUDY}" not in history
+    assert '"tick0":0,"dtick":1}' in history  # whole trial numbers on the x-axis, as in the PNG
+
+
+def test_history_png_has_whole_trial_numbers_and_stage_legends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib.figure
+
+    seen = {}
+    savefig = matplotlib.figure.Figure.savefig
+
+    def record(figure: matplotlib.figure.Figure, *args: object, **kwargs: object) -> None:
+        figure.canvas.draw()
+        axes = figure.axes[0]
+        seen["ticks"] = [tick.get_text() for tick in axes.get_xticklabels()]
+        seen["legend"] = [text.get_text() for text in axes.get_legend().get_texts()]
+        savefig(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    two_study_run(tmp_path)  # sampler trials 0-4, grid trials 0-1: matplotlib alone would tick 0.0, 0.5, ...
+    assert "report/optimization_history.png" in write_report_files(build_report(tmp_path), tmp_path)
+    assert seen["ticks"] and all(re.fullmatch(r"−?\d+", tick) for tick in seen["ticks"]), seen["ticks"]
+    assert seen["legend"] == ["L2, sampler stage", "Best Value, sampler stage", "L2, grid stage",
+                              "Best Value, grid stage"]
 
 
 def test_best_config_trial_number_is_read_in_its_study(tmp_path: Path) -> None:

@@ -146,7 +146,8 @@ def test_run_then_resume_from_the_manifest_then_report(example_copy: Path) -> No
     assert data["best"]["value"] == pytest.approx(study_best(out))
     assert data["run_status"] == "completed"
     assert sorted(data["files"]) == ["report.md", "report/optimization_history.html",
-                                     "report/optimization_history.png", "report/param_importances.html"]
+                                     "report/optimization_history.png", "report/param_importances.html",
+                                     "report/plotly.min.js"]
     assert all((out / f).stat().st_size > 0 for f in data["files"])
 
 
