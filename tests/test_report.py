@@ -57,8 +57,17 @@ def model_name(number: int, stage: str) -> str:
     return f"quantized_model{number}.onnx" if stage == "grid" else f"quantized_model_{number}.onnx"
 
 
+METRIC_L2 = '  evaluation:\n    metric: "L2"\n'
+
+
+def evaluator_of(higher_is_better: bool) -> str:
+    """The inputs.evaluation block compile writes for a user evaluator."""
+    return ('  evaluation:\n    metric: null\n    evaluator: "../evals.py"\n    function: "top1"\n'
+            f"    higher_is_better: {str(higher_is_better).lower()}\n")
+
+
 def write_manifest(out: Path, direction: str = "minimize", effective_trials: int = 6, sampler: str = "TPE",
-                   **drop: bool) -> None:
+                   evaluation: str = METRIC_L2, **drop: bool) -> None:
     budget = "" if drop.get("budget") else f"""budget:
   requested_trials: {effective_trials}
   effective_trials: {effective_trials}
@@ -70,9 +79,7 @@ generated_by: qas
 name: "tinycnn"
 engine: "qas"
 inputs:
-  evaluation:
-    metric: "L2"
-search:
+{evaluation}search:
   sampler: "{sampler}"
   seed: 0
   direction: "{direction}"
@@ -556,3 +563,45 @@ def test_grid_rows_show_how_their_configs_differ(tmp_path: Path) -> None:
         "cle_algo=cle, cle_params.cle_steps=1",
         "cle_algo=cle, cle_params.cle_steps=-1",
         "cle_algo=null, cle_params=null"]
+
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_a_user_evaluator_is_reported_as_the_difference_from_the_float_score(tmp_path: Path,
+                                                                              higher_is_better: bool) -> None:
+    """Engine qas minimizes float - quantized (higher is better) or quantized - float; the report says which, and
+    gives each quantized model's own score from the float score the run recorded."""
+    write_manifest(tmp_path, effective_trials=3, evaluation=evaluator_of(higher_is_better))
+    study = new_study(tmp_path, "minimize")
+    for number, value in enumerate([0.05, 0.02, 0.10]):
+        add(tmp_path, study, "sampler", TrialState.COMPLETE, value, "adaquant", 10 * (number + 1), 1e-3, 10)
+    before = report_text(build_report(tmp_path))
+    word, sign = ("drop", -1) if higher_is_better else ("rise", 1)
+    assert f"minimize top1 {word} from the float model's score" in before
+    assert "float model  top1 not recorded by this run" in before  # a run of an older qas: differences only
+    assert f"trial 1 (sampler stage): top1 {word} 0.02 from the float model's score" in before
+
+    study.set_user_attr("float_score", 0.95)
+    report = build_report(tmp_path)
+    assert (report["metric"], report["higher_is_better"], report["float_score"]) == ("top1", higher_is_better, 0.95)
+    assert report["best"]["score"] == pytest.approx(0.95 + sign * 0.02)
+    assert [e["score"] for e in report["top5"]] == pytest.approx([0.95 + sign * v for v in (0.02, 0.05, 0.10)])
+    text = report_text(report)
+    quantized = f"{0.95 + sign * 0.02:.6g}"
+    assert f"float model  top1 0.95 (trial values are the {'drop from' if higher_is_better else 'rise over'} it)" in text
+    assert f"best         trial 1 (sampler stage): top1 {word} 0.02 (top1 {quantized}; the float model's 0.95)" in text
+    table = text.split("top 3:\n", 1)[1].splitlines()
+    assert table[0].split()[:6] == ["rank", "trial", "stage", "top1", word, "top1"]
+    assert table[1].split()[3:5] == ["0.02", quantized]
+    assert "accuracy" not in text and "top1 (minimize)" not in text
+
+
+def test_a_built_in_metric_names_the_float_model_as_the_reference(tmp_path: Path) -> None:
+    write_manifest(tmp_path)
+    make_study(tmp_path, "minimize")
+    report = build_report(tmp_path)
+    assert report["float_score"] is None and report["best"]["score"] is None and report["higher_is_better"] is None
+    assert "float model  L2 0 against itself" in report_text(report)
+    write_manifest(tmp_path, evaluation='  evaluation:\n    metric: "cos"\n')  # maximized; the study is read as is
+    text = report_text(build_report(tmp_path))
+    assert "float model  the reference: each value is the cos of" in text and " 0 against itself" not in text
