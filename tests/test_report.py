@@ -594,6 +594,9 @@ def test_a_user_evaluator_is_reported_as_the_difference_from_the_float_score(tmp
     assert table[0].split()[:6] == ["rank", "trial", "stage", "top1", word, "top1"]
     assert table[1].split()[3:5] == ["0.02", quantized]
     assert "accuracy" not in text and "top1 (minimize)" not in text
+    write_report_files(report, tmp_path)
+    history = (tmp_path / "report" / "optimization_history.html").read_text(encoding="utf-8")
+    assert f'"name":"top1 {word}"' in history and f'"yaxis":{{"title":{{"text":"top1 {word}"' in history  # the plot too
 
 
 def test_a_built_in_metric_names_the_float_model_as_the_reference(tmp_path: Path) -> None:

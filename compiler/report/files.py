@@ -31,6 +31,7 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
 
     files: dict[str, str | bytes] = {}
     notes: list[str] = []
+    shown = view(report)
     facts = report["study"]
     complete = report["trials"]["complete_sampler"] + report["trials"]["complete_grid"]
     loaded = load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "") if complete else None
@@ -42,11 +43,10 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
         studies = [study for study, trials in loaded if any(t.state.name == "COMPLETE" for t in trials)]
         ranked_by = next((s for s in studies if s.study_name == report["importances_study"]), None)
         labels = {facts[key]: label for key, label in STAGE_LABELS.items() if facts[key]}
-        files.update(_plots(studies, ranked_by, list(report["importances"]), report["metric"] or "Objective Value",
-                            labels))
+        target = shown["value"] if report["metric"] is not None else "Objective Value"
+        files.update(_plots(studies, ranked_by, list(report["importances"]), target, labels))
         if ranked_by is None:
             notes.append("no importance plot: there are no importances (see the notes)")
-    shown = view(report)
     links = {key: name if name in files else None for key, name in PLOTS.items()}
     files["report.md"] = environment().get_template("report.md.j2").render(
         v=shown, links=links, file_notes=notes, fence=_fence(shown["config_json"]))

@@ -67,6 +67,7 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         "facts": facts,
         "config_json": config_json,
         "metric": metric,
+        "value": value,  # what a trial's value is: the metric, or its drop from (rise over) the float score
         "top_header": ["rank", "trial", "stage", value] + ([metric] if scored else []) + ["model"]
                       + (["differing params"] if shown else []),
         "top": top,
