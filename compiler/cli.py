@@ -11,12 +11,13 @@ import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
 
 from . import __version__
+from .cli_style import CONTEXT_SETTINGS, Command, Group
 from .diagnostics import Diagnostic, has_errors, summary_line, to_items, to_text
 from .emit import differences, refuse_overwrites, write_atomically
 from .environment import Environment, load_target, probe
@@ -38,7 +39,8 @@ app = typer.Typer(
     help="Compile a YAML search spec into a reviewable AMD Quark quantization-search script.\n\n"
          "Example: qas compile specs/example/spec.yaml && python specs/example/autosearch_output/tinycnn_autosearch.py",
     no_args_is_help=True,
-    add_completion=False,
+    cls=Group,
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
 )
 
@@ -48,7 +50,7 @@ class Format(str, Enum):
     json = "json"
 
 
-SpecArg = Annotated[Path, typer.Argument(help="The search spec (YAML).", show_default=False)]
+SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The search spec (YAML).", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics and the plan as text or JSON.")]
 PythonOpt = Annotated[Optional[str], typer.Option(
     "--python", help="The interpreter that will run the script; probed for packages and the device. "
@@ -105,14 +107,26 @@ def _require_file(spec: Path) -> None:
         raise typer.Exit(EXIT_USAGE)
 
 
+def _fail(message: str, fmt: Format) -> NoReturn:
+    """An error line on stderr (and with --format json, {"ok": false, "error": ...} on stdout); exit 2."""
+    if fmt is Format.json:
+        sys.stdout.write(json.dumps({"ok": False, "error": message}, indent=2) + "\n")
+    typer.echo(f"qas: error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
 def _guard(fn):
-    """Turn an unexpected exception into exit 3 with a report line, never a bare traceback for users."""
+    """Turn an unexpected exception into exit 3 with a report line, never a bare traceback for users (and,
+    under --format json, a JSON error object on stdout, so a pipe into jq still reads one)."""
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except Exception:  # noqa: BLE001 - this is the bug boundary
+        except Exception as exc:  # noqa: BLE001 - this is the bug boundary
+            if kwargs.get("fmt") is Format.json:
+                error = f"internal error (a bug in qas, please report it): {type(exc).__name__}: {exc}"
+                sys.stdout.write(json.dumps({"ok": False, "error": error}, indent=2) + "\n")
             typer.echo("qas: internal error (this is a bug in qas, please report it with the spec):", err=True)
             typer.echo(traceback.format_exc(), err=True)
             raise typer.Exit(EXIT_BUG)
@@ -122,10 +136,11 @@ def _guard(fn):
     return wrapper
 
 
-@app.command("init")
+@app.command("init", cls=Command)
 @_guard
 def init_command(
-    model: Annotated[Path, typer.Argument(help="The float ONNX model to search quantizations of.", show_default=False)],
+    model: Annotated[Path, typer.Argument(help="The float ONNX model to search quantizations of.", metavar="MODEL",
+                                         show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", help="The spec file to write; its calibration folder "
                                                               "(data/calib) and outputs go beside it.")] = Path(SPEC_FILE),
     device: Annotated[str, typer.Option("--device", help="cpu, cuda:N or rocm:N: the device the search runs on "
@@ -171,7 +186,7 @@ def init_command(
                f"  3. qas run {spec}", err=True)
 
 
-@app.command("compile")
+@app.command("compile", cls=Command)
 @_guard
 def compile_command(
     spec: SpecArg,
@@ -229,7 +244,7 @@ def _shown_outputs(files: dict[str, str]) -> list[str]:
     return [f"{name} ({count} files)" if name.endswith("/") else name for name, count in shown.items()]
 
 
-@app.command("validate")
+@app.command("validate", cls=Command)
 @_guard
 def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text, python: PythonOpt = None,
                      target_env: TargetEnvOpt = None) -> None:
@@ -250,11 +265,12 @@ def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text, python: Python
         typer.echo(f"{spec}: ok", err=True)
 
 
-@app.command("run")
+@app.command("run", cls=Command)
 @_guard
 def run_command(
-    target: Annotated[Path, typer.Argument(help="A search spec, or the run_manifest.yaml compile wrote.",
-                                           show_default=False)],
+    target: Annotated[Path, typer.Argument(
+        metavar="SPEC_OR_MANIFEST", help="A search spec, the run_manifest.yaml compile wrote, or its folder.",
+        show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run without asking (for CI).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Compile a spec over a hand-edited script or files qas "
                                                          "did not write.")] = False,
@@ -271,8 +287,14 @@ def run_command(
 
       qas run specs/example/spec.yaml
 
-      qas run specs/example/autosearch_output/run_manifest.yaml --yes
+      qas run specs/example/autosearch_output --yes      # the folder compile wrote (its run_manifest.yaml)
     """
+    if target.is_dir():  # an output folder: run what was compiled into it
+        if not (target / MANIFEST_FILE).is_file():
+            typer.echo(f"qas: error: no {MANIFEST_FILE} in {target}\n"
+                       f"  hint: give the spec (qas run SPEC), or compile it into that folder first", err=True)
+            raise typer.Exit(EXIT_USAGE)
+        target = target / MANIFEST_FILE
     _require_file(target)
     spec = manifest_target(target)
     if isinstance(spec, str):
@@ -341,15 +363,17 @@ def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
         raise typer.Exit(EXIT_SPEC)
 
 
-@app.command("report")
+@app.command("report", cls=Command)
 @_guard
 def report_command(
-    out_dir: Annotated[Path, typer.Argument(help="A search's output dir (holding run_manifest.yaml).",
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="A search's output dir (holding run_manifest.yaml).",
                                             show_default=False)],
     fmt: Annotated[Format, typer.Option("--format", help="The report as text or JSON.")] = Format.text,
 ) -> None:
-    """Summarize a search (trials, failures, best config and model, top 5, importances) and write report.md
-    with Optuna's HTML plots and a PNG of the history into OUT_DIR. Reads the study; never changes it.
+    """Summarize a search (trials, failures, best config and model, top 5, importances); write report.md.
+
+    report.md goes into OUT_DIR with Optuna's HTML plots and a PNG of the history. Reads the study; never
+    changes it.
 
     Examples:
 
@@ -358,27 +382,30 @@ def report_command(
       qas report out/ --format json | jq .best
     """
     if not out_dir.is_dir():
-        typer.echo(f"qas: error: no output dir at {out_dir}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        _fail(f"no output dir at {out_dir}", fmt)
     report = build_report(out_dir)
     if isinstance(report, str):
-        typer.echo(f"qas: error: {report}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        _fail(report, fmt)
     written = write_report_files(report, out_dir)
     if isinstance(written, str):
-        typer.echo(f"qas: error: {written}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+        _fail(written, fmt)
     if fmt is Format.json:
-        sys.stdout.write(json.dumps(report | {"files": written}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"ok": True, **report, "files": written}, indent=2) + "\n")
         return
     sys.stdout.write(report_text(report))
     typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)
 
 
-@app.command("presets")
+def _preset_names(incomplete: str) -> list[str]:
+    """Shell completion of `qas presets NAME`: the preset names that start with what was typed."""
+    return [name for name in PRESET_NAMES if name.startswith(incomplete)]
+
+
+@app.command("presets", cls=Command)
 @_guard
 def presets_command(
-    name: Annotated[Optional[str], typer.Argument(help="A preset to show in full.", show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Argument(metavar="NAME", help="A preset to show in full.",
+                                                  autocompletion=_preset_names, show_default=False)] = None,
 ) -> None:
     """List Quark's AutoSearch presets with their sizes, or show one resolved.
 
@@ -406,7 +433,7 @@ def presets_command(
     typer.echo(json.dumps(shown, indent=2))
 
 
-@app.command("env")
+@app.command("env", cls=Command)
 @_guard
 def env_command(python: PythonOpt = None) -> None:
     """Print what an interpreter has (packages, onnxruntime providers, torch build) as a --target-env file.
@@ -421,7 +448,7 @@ def env_command(python: PythonOpt = None) -> None:
     typer.echo(json.dumps(found.document, indent=2, sort_keys=True))
 
 
-@app.command("schema")
+@app.command("schema", cls=Command)
 @_guard
 def schema_command() -> None:
     """Print the spec's JSON Schema (Draft 2020-12), for editors and CI.
@@ -447,5 +474,7 @@ def main(
 
 
 def run() -> None:
-    """Console entry point: click's usage errors exit 2 already; everything else goes through _guard."""
-    app()
+    """Console entry point: click's usage errors exit 2 already; everything else goes through _guard.
+
+    Named `qas` also under `python -m compiler`, so help, messages and shell completion say what users type."""
+    app(prog_name="qas")

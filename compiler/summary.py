@@ -24,7 +24,9 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
                    "models_produced": b.models_produced},
         "device": plan.device,
         "metric": plan.metric or f"{plan.evaluator_file}:{plan.evaluator_function}",
+        "higher_is_better": plan.higher_is_better if plan.metric is None else None,
         "direction": plan.direction,
+        "objective": _objective(plan),
         "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": plan.study_db},
         "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.disk_estimate_bytes - b.dump_bytes,
                  "output_dump_bytes": b.dump_bytes, "lower_bound": b.dump_is_lower_bound},
@@ -56,7 +58,9 @@ def summary_text(s: dict[str, Any]) -> str:
                    + (f", after {trials['grid_configs']} grid configs" if trials["grid_configs"] else "")
                    + f" = {trials['models_produced']} models"),
         ("device", s["device"]),
-        ("metric", f"{s['metric']} ({s['direction']})"),
+        ("metric", f"{s['metric']} ({s['direction']})" if s["higher_is_better"] is None else
+                   f"{s['metric']}, {'higher' if s['higher_is_better'] else 'lower'} is better; "
+                   f"the search {s['direction']}s {s['objective']}"),
         ("outputs", f"{s['outputs']['dir']}/ ({s['outputs']['script']}, {s['outputs']['study_db']})"),
         ("disk", ("at least " if disk["lower_bound"] else "") + f"{gb(disk['estimate_bytes'])} "
                  f"({gb(disk['models_bytes'])} models, {gb(disk['output_dump_bytes'])} output dumps)"),
@@ -66,3 +70,13 @@ def summary_text(s: dict[str, Any]) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return f"plan for {s['name']}:\n" + "".join(f"  {k:<{width}}  {v}\n" for k, v in rows)
+
+
+def _objective(plan: Plan) -> str:
+    """What the search's trial values are, in words: a built-in metric against the float model's outputs, or the
+    difference from the float model's score that a user evaluator is wired into (F6)."""
+    if plan.metric is not None:
+        return f"{plan.metric} of each quantized model's outputs against the float model's"
+    if plan.higher_is_better:
+        return "its drop from the float model's score (float minus quantized)"
+    return "its rise over the float model's score (quantized minus float)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -165,10 +166,55 @@ def test_presets_and_schema_commands() -> None:
     assert schema["$schema"].endswith("2020-12/schema")
 
 
-@pytest.mark.parametrize("command", ["compile", "validate", "presets", "schema"])
+COMMANDS = ["compile", "validate", "run", "report", "presets", "env", "schema"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help_with_an_example(command: str) -> None:
     result = qas(command, "--help")
     assert result.returncode == 0 and "Example" in result.stdout
+    assert qas(command, "-h").stdout == result.stdout  # -h everywhere
+
+
+def test_help_shows_flags_as_flags_and_arguments_by_name() -> None:
+    top = qas("-h")
+    assert top.returncode == 0 and "Usage: qas [OPTIONS] COMMAND" in top.stdout
+    assert "<bool>" not in top.stdout and "--install-completion" in top.stdout
+    usages = {}
+    for command in COMMANDS:
+        text = qas(command, "--help").stdout
+        assert "<bool>" not in text, text  # not `--check <bool>`, nor `--help <bool>`
+        usages[command] = next(line.strip() for line in text.splitlines() if "Usage:" in line)
+        assert "{" not in usages[command]  # not `{spec}`
+    assert usages["compile"] == "Usage: qas compile [OPTIONS] SPEC"
+    assert usages["run"] == "Usage: qas run [OPTIONS] SPEC_OR_MANIFEST"
+    assert usages["report"] == "Usage: qas report [OPTIONS] OUT_DIR"
+    assert usages["presets"] == "Usage: qas presets [OPTIONS] [NAME]"
+    flags = qas("compile", "--help").stdout
+    assert any(line.split()[1:3] == ["--check", "Write"] for line in flags.splitlines() if "--check" in line)
+    assert any(line.split()[1:4] == ["--format", "<text|json>", "Diagnostics"] for line in flags.splitlines())
+
+
+def test_shell_completion_is_installable_and_completes(tmp_path: Path) -> None:
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1", "HOME": str(tmp_path)}
+    shown = subprocess.run([sys.executable, "-m", "compiler", "--show-completion", "bash"], capture_output=True,
+                           text=True, env=env)
+    assert shown.returncode == 0 and "complete -o default -F _qas_completion qas" in shown.stdout
+    installed = subprocess.run([sys.executable, "-m", "compiler", "--install-completion", "bash"],
+                               capture_output=True, text=True, env=env)
+    assert installed.returncode == 0, installed.stderr
+    assert "_QAS_COMPLETE=complete_bash" in "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+
+    def complete(line: str) -> list[str]:
+        words = line.split(" ")
+        found = subprocess.run([sys.executable, "-m", "compiler"], capture_output=True, text=True, env={
+            **env, "_QAS_COMPLETE": "complete_bash", "COMP_WORDS": line, "COMP_CWORD": str(len(words) - 1)})
+        assert found.returncode == 0, found.stderr
+        return found.stdout.split()
+
+    assert complete("qas rep") == ["report"]
+    assert complete("qas report --format ") == ["text", "json"]
+    assert complete("qas presets XINT") == ["XINT8_SEARCH"]
 
 
 def test_internal_errors_exit_3_with_a_report_line(example_copy: Path) -> None:

@@ -90,3 +90,6 @@ def test_autosearchpro_grid_search_with_a_lower_is_better_evaluator_keeps_the_sm
     assert best["stage"] == "grid" and best["trial_number"] is None
     assert sizes[best["model"]] == min(sizes.values())  # F6: oriented the right way round
     assert best["config"]["weight"] == "Int8Spec"  # 8-bit weights make the smaller file
+    float_bytes = (example_copy / "models" / "tinycnn.onnx").stat().st_size  # what the evaluator gave the float model
+    assert best["float_score"] == float_bytes
+    assert best["float_score"] + best["value"] == sizes[best["model"]]  # lower is better: value = quantized - float

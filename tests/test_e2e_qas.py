@@ -15,6 +15,8 @@ import onnx
 import optuna
 import pytest
 
+from compiler.report import build_report
+
 from .conftest import EXAMPLE_DIR, compile_and_run, run_script
 
 pytest.importorskip("quark.onnx")
@@ -114,6 +116,11 @@ def test_a_trial_that_raises_is_failed_and_the_study_completes(example_copy: Pat
     assert not (out / "quantized_model_sampler_1.onnx").exists()
     best = json.loads((out / "best_config.json").read_text())
     assert best["trials_complete"] == 3 and best["trials_failed"] == 1
+    float_bytes = (example_copy / "models" / "tinycnn.onnx").stat().st_size  # what the evaluator gave the float model
+    assert sampler.user_attrs["float_score"] == float_bytes and best["float_score"] == float_bytes
+    report = build_report(out)  # lower is better: each value is the rise over the float score
+    assert report["float_score"] == float_bytes and report["higher_is_better"] is False
+    assert report["best"]["score"] == (out / report["best"]["model"]).stat().st_size  # the quantized model's own
 
 
 def test_max_failures_stops_the_study(example_copy: Path) -> None:

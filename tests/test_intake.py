@@ -1,4 +1,5 @@
-"""Model intake on real files: a QDQ model made by onnxruntime is refused, a >2 GB single file is refused."""
+"""Model intake on real files: a QDQ model made by onnxruntime is refused, a >2 GB single file is refused; samples
+that misfit the model's input are refused with the numpy that converts them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from compiler.pipeline import compile_spec
 
-from .conftest import EXAMPLE_DIR
+from .conftest import EXAMPLE_DIR, GOLDEN, target_env
 
 
 def spec_for(folder: Path, model: str) -> Path:
@@ -96,3 +97,30 @@ def test_external_data_outside_the_models_folder_is_refused_and_never_read(tmp_p
     result = compile_spec(spec_for(folder, "m.onnx"))
     assert [(d.code, d.path, d.line, d.col) for d in result.diagnostics] == [("QAS716", ("model",), 3, 8)]
     assert not result.files
+
+
+def test_sample_hints_say_how_to_convert_and_the_conversion_fixes_the_sample(tmp_path: Path) -> None:
+    good = np.load(EXAMPLE_DIR / "data" / "calib" / sorted(p.name for p in (EXAMPLE_DIR / "data" / "calib").iterdir())[0])
+    assert good.dtype == np.float32 and good.shape == (1, 3, 32, 32)
+    folder = tmp_path / "calib"
+    folder.mkdir()
+    np.save(folder / "a_float64.npy", good.astype("float64"))
+    np.save(folder / "b_no_batch.npy", good[0])
+    np.save(folder / "c_extra_axis.npy", good[np.newaxis])
+    np.savez(folder / "d_named.npz", input=good.astype("float16"))
+    np.savez(folder / "e_misnamed.npz", image=good)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"qas: 1\nname: t\nmodel: {EXAMPLE_DIR / 'models' / 'tinycnn.onnx'}\ncalibration: {{folder: calib}}\n"
+                    "search: {preset: XINT8_SEARCH, n_trials: 3}\ndevice: cpu\n")
+    env = target_env(GOLDEN)
+    found = [d for d in compile_spec(spec, env).diagnostics if d.code == "QAS707"]
+    hints = {d.message.split("'")[1].split("/")[1]: d.hint for d in found}
+    assert sorted(hints) == ["a_float64.npy", "b_no_batch.npy", "c_extra_axis.npy", "d_named.npz",
+                             "e_misnamed.npz"], found
+    assert 'astype("float32")' in hints["a_float64.npy"] and "np.newaxis" in hints["b_no_batch.npy"]
+    assert "np.expand_dims" in hints["b_no_batch.npy"] and "[0]" in hints["c_extra_axis.npy"]
+    assert "np.savez(path, **arrays)" in hints["d_named.npz"]
+    assert hints["e_misnamed.npz"] == "name the array after the input: np.savez(path, input=np.load(path)['image'])"
+    for name, hint in hints.items():  # the code after the first ': ' is what a user pastes, with path set
+        exec(hint.split(": ", 1)[1], {"np": np, "path": str(folder / name)})
+    assert [d for d in compile_spec(spec, env).diagnostics if d.code == "QAS707"] == []

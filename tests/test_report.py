@@ -57,8 +57,17 @@ def model_name(number: int, stage: str) -> str:
     return f"quantized_model{number}.onnx" if stage == "grid" else f"quantized_model_{number}.onnx"
 
 
+METRIC_L2 = '  evaluation:\n    metric: "L2"\n'
+
+
+def evaluator_of(higher_is_better: bool) -> str:
+    """The inputs.evaluation block compile writes for a user evaluator."""
+    return ('  evaluation:\n    metric: null\n    evaluator: "../evals.py"\n    function: "top1"\n'
+            f"    higher_is_better: {str(higher_is_better).lower()}\n")
+
+
 def write_manifest(out: Path, direction: str = "minimize", effective_trials: int = 6, sampler: str = "TPE",
-                   **drop: bool) -> None:
+                   evaluation: str = METRIC_L2, **drop: bool) -> None:
     budget = "" if drop.get("budget") else f"""budget:
   requested_trials: {effective_trials}
   effective_trials: {effective_trials}
@@ -70,9 +79,7 @@ generated_by: qas
 name: "tinycnn"
 engine: "qas"
 inputs:
-  evaluation:
-    metric: "L2"
-search:
+{evaluation}search:
   sampler: "{sampler}"
   seed: 0
   direction: "{direction}"
@@ -266,13 +273,16 @@ def test_files_written(run_dir: tuple[Path, optuna.Study, str]) -> None:
     report = build_report(out)
     written = write_report_files(report, out)
     assert written == ["report/optimization_history.html", "report/param_importances.html",
-                       "report/optimization_history.png", "report.md"]
+                       "report/plotly.min.js", "report/optimization_history.png", "report.md"]
     for name in written:
         assert (out / name).stat().st_size > 0
     assert (out / "report" / "optimization_history.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     for name in ("optimization_history.html", "param_importances.html"):
         html = (out / "report" / name).read_text(encoding="utf-8")
-        assert not re.search(r"<script[^>]*\bsrc=", html) and "Plotly.newPlot" in html  # plotly.js inlined
+        assert re.findall(r"<script[^>]*\bsrc=[^>]*>", html) == ['<script charset="utf-8" src="plotly.min.js">']
+        assert "Plotly.newPlot" in html and len(html) < 100_000  # plotly.js (~5 MB) is not inlined in each page
+    from plotly.offline import get_plotlyjs
+    assert (out / "report" / "plotly.min.js").read_text(encoding="utf-8") == get_plotlyjs()  # the one copy
     assert '"learning_rate"' in (out / "report" / "param_importances.html").read_text(encoding="utf-8")
     md = (out / "report.md").read_text(encoding="utf-8")
     assert f"{study.best_trial.value:.6g}" in md
@@ -399,7 +409,30 @@ def test_grid_study_of_engine_qas(tmp_path: Path) -> None:
     written = write_report_files(report, tmp_path)
     assert "report/param_importances.html" in written
     history = (tmp_path / "report" / "optimization_history.html").read_text(encoding="utf-8")
-    assert f'"L2 of {STUDY}-grid"' in history and f'"L2 of {STUDY}"' in history  # one series a study
+    assert '"L2, grid stage"' in history and '"L2, sampler stage"' in history  # one series a study, by stage
+    assert f" of {STUDY}" not in history
+    assert '"tick0":0,"dtick":1}' in history  # whole trial numbers on the x-axis, as in the PNG
+
+
+def test_history_png_has_whole_trial_numbers_and_stage_legends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib.figure
+
+    seen = {}
+    savefig = matplotlib.figure.Figure.savefig
+
+    def record(figure: matplotlib.figure.Figure, *args: object, **kwargs: object) -> None:
+        figure.canvas.draw()
+        axes = figure.axes[0]
+        seen["ticks"] = [tick.get_text() for tick in axes.get_xticklabels()]
+        seen["legend"] = [text.get_text() for text in axes.get_legend().get_texts()]
+        savefig(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    two_study_run(tmp_path)  # sampler trials 0-4, grid trials 0-1: matplotlib alone would tick 0.0, 0.5, ...
+    assert "report/optimization_history.png" in write_report_files(build_report(tmp_path), tmp_path)
+    assert seen["ticks"] and all(re.fullmatch(r"−?\d+", tick) for tick in seen["ticks"]), seen["ticks"]
+    assert seen["legend"] == ["L2, sampler stage", "Best Value, sampler stage", "L2, grid stage",
+                              "Best Value, grid stage"]
 
 
 def test_best_config_trial_number_is_read_in_its_study(tmp_path: Path) -> None:
@@ -440,7 +473,8 @@ def list_choice_run(out: Path, rows: list[tuple]) -> None:
             value=value, distributions=distributions,
             params={"algorithms": algorithms, "num_iterations": iters, "learning_rate": lr, "optim_device": "cpu",
                     "PercentileCandidates": percentiles},
-            user_attrs={"stage": "sampler", "config": config_of(algorithms, iters, lr),
+            user_attrs={"stage": "sampler", "config": {**config_of(algorithms, iters, lr),
+                                                       "PercentileCandidates": percentiles},
                         "model": model_name(i, "sampler")}))
 
 
@@ -472,3 +506,105 @@ def test_list_choices_are_left_out_of_importances(tmp_path: Path) -> None:
     assert any("leave out PercentileCandidates" in n for n in report["notes"])
     assert any(n.startswith("no importances:") for n in report["notes"])
     assert "report/param_importances.html" not in write_report_files(report, only)
+
+
+def report_cli(out: Path, *args: str, code: str = "pass") -> subprocess.CompletedProcess:
+    """`qas report out --format json` in a subprocess, after `code` (run inside it, e.g. to break something)."""
+    script = f"import sys; from compiler import cli; {code}; sys.argv = ['qas', 'report', *sys.argv[1:]]; cli.run()"
+    return subprocess.run([sys.executable, "-c", script, str(out), "--format", "json", *args], capture_output=True,
+                          text=True, cwd=REPO)
+
+
+def test_json_format_answers_json_on_every_error(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    write_manifest(out)
+    make_study(out, "minimize")
+    ok = report_cli(out)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["ok"] is True
+    (out / "report.md").unlink()
+    (out / "report").rename(out / "plots")
+    (out / "report").write_text("a file where the plots folder goes", encoding="utf-8")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for where, code, exit_code, expected in [
+            (tmp_path / "absent", "pass", 2, "no output dir at"),
+            (empty, "pass", 2, "no run_manifest.yaml in"),
+            (out, "pass", 2, "cannot write the report"),
+            (out, "cli.build_report = lambda out: 1 / 0", 3, "internal error")]:
+        found = report_cli(where, code=code)
+        assert found.returncode == exit_code, found.stderr
+        document = json.loads(found.stdout)  # one JSON object, nothing else on stdout
+        assert document["ok"] is False and expected in document["error"], document
+        assert expected in found.stderr  # the same line for a person
+
+
+def test_grid_rows_show_how_their_configs_differ(tmp_path: Path) -> None:
+    """Engine qas's grid trials carry no Optuna params (their configurations are not sampled), only a config."""
+    write_manifest(tmp_path, effective_trials=1)
+    grid, main = new_study(tmp_path, "minimize", STUDY + "-grid"), new_study(tmp_path, "minimize")
+    base = {"activation": "XInt8Spec", "cle_algo": "cle", "cle_params": {"cle_steps": -1}}
+    for index, (value, config) in enumerate([(0.3, base), (0.2, {**base, "cle_params": {"cle_steps": 1}}),
+                                             (0.4, {**base, "cle_algo": None, "cle_params": None})]):
+        grid.add_trial(create_trial(value=value, params={}, distributions={}, user_attrs={
+            "stage": "grid", "config": config, "model": f"quantized_model_grid_{index}.onnx", "grid_index": index}))
+    add(tmp_path, main, "sampler", TrialState.COMPLETE, 0.1, "adaquant", 20, 3e-3, None,
+        config={**base, "cle_params": {"cle_steps": 1}, "algorithms": "adaquant",
+                "adaquant_params": {"num_iterations": 20, "learning_rate": 3e-3, "optim_device": "cpu"}})
+    report = build_report(tmp_path)
+    assert [e["config"]["cle_algo"] for e in report["top5"]] == ["cle", "cle", "cle", None]
+    lines = report_text(report).split("top 4:\n", 1)[1].splitlines()
+    table = lines[:5]
+    assert table[0].split()[-2:] == ["differing", "params"] and not lines[5].startswith("  ")
+    cells = [line.split("  ")[-1].strip() for line in table[1:]]
+    assert cells == [
+        "cle_algo=cle, cle_params.cle_steps=1, algorithms=adaquant",  # its num_iterations differs from no other row's
+        "cle_algo=cle, cle_params.cle_steps=1",
+        "cle_algo=cle, cle_params.cle_steps=-1",
+        "cle_algo=null, cle_params=null"]
+
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_a_user_evaluator_is_reported_as_the_difference_from_the_float_score(tmp_path: Path,
+                                                                              higher_is_better: bool) -> None:
+    """Engine qas minimizes float - quantized (higher is better) or quantized - float; the report says which, and
+    gives each quantized model's own score from the float score the run recorded."""
+    write_manifest(tmp_path, effective_trials=3, evaluation=evaluator_of(higher_is_better))
+    study = new_study(tmp_path, "minimize")
+    for number, value in enumerate([0.05, 0.02, 0.10]):
+        add(tmp_path, study, "sampler", TrialState.COMPLETE, value, "adaquant", 10 * (number + 1), 1e-3, 10)
+    before = report_text(build_report(tmp_path))
+    word, sign = ("drop", -1) if higher_is_better else ("rise", 1)
+    assert f"minimize top1 {word} from the float model's score" in before
+    assert "float model  top1 not recorded by this run" in before  # a run of an older qas: differences only
+    assert f"trial 1 (sampler stage): top1 {word} 0.02 from the float model's score" in before
+
+    study.set_user_attr("float_score", 0.95)
+    report = build_report(tmp_path)
+    assert (report["metric"], report["higher_is_better"], report["float_score"]) == ("top1", higher_is_better, 0.95)
+    assert report["best"]["score"] == pytest.approx(0.95 + sign * 0.02)
+    assert [e["score"] for e in report["top5"]] == pytest.approx([0.95 + sign * v for v in (0.02, 0.05, 0.10)])
+    text = report_text(report)
+    quantized = f"{0.95 + sign * 0.02:.6g}"
+    assert f"float model  top1 0.95 (trial values are the {'drop from' if higher_is_better else 'rise over'} it)" in text
+    assert f"best         trial 1 (sampler stage): top1 {word} 0.02 (top1 {quantized}; the float model's 0.95)" in text
+    table = text.split("top 3:\n", 1)[1].splitlines()
+    assert table[0].split()[:6] == ["rank", "trial", "stage", "top1", word, "top1"]
+    assert table[1].split()[3:5] == ["0.02", quantized]
+    assert "accuracy" not in text and "top1 (minimize)" not in text
+    write_report_files(report, tmp_path)
+    history = (tmp_path / "report" / "optimization_history.html").read_text(encoding="utf-8")
+    assert f'"name":"top1 {word}"' in history and f'"yaxis":{{"title":{{"text":"top1 {word}"' in history  # the plot too
+
+
+def test_a_built_in_metric_names_the_float_model_as_the_reference(tmp_path: Path) -> None:
+    write_manifest(tmp_path)
+    make_study(tmp_path, "minimize")
+    report = build_report(tmp_path)
+    assert report["float_score"] is None and report["best"]["score"] is None and report["higher_is_better"] is None
+    assert "float model  L2 0 against itself" in report_text(report)
+    write_manifest(tmp_path, evaluation='  evaluation:\n    metric: "cos"\n')  # maximized; the study is read as is
+    text = report_text(build_report(tmp_path))
+    assert "float model  the reference: each value is the cos of" in text and " 0 against itself" not in text

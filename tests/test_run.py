@@ -76,6 +76,22 @@ def test_a_manifest_out_of_date_with_its_spec_is_not_run(example_copy: Path) -> 
     assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
 
 
+def test_run_takes_the_output_folder_for_its_manifest(example_copy: Path) -> None:
+    empty = qas("run", "autosearch_output", "--yes", cwd=example_copy)  # not compiled yet: no such folder
+    assert empty.returncode == 2 and "Traceback" not in empty.stderr
+    (example_copy / "autosearch_output").mkdir()
+    bare = qas("run", "autosearch_output", "--yes", cwd=example_copy)
+    assert bare.returncode == 2 and bare.stderr.startswith("qas: error: no run_manifest.yaml in autosearch_output")
+    assert "hint: give the spec" in bare.stderr
+    assert qas("compile", "spec.yaml", cwd=example_copy).returncode == 0
+    spec = example_copy / "spec.yaml"
+    spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 4"))
+    ran = qas("run", "autosearch_output/", "--yes", cwd=example_copy)  # read as autosearch_output/run_manifest.yaml
+    assert ran.returncode == 1, ran.stderr
+    assert "is out of date with spec.yaml" in ran.stderr and "+  requested_trials: 4" in ran.stdout
+    assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
+
+
 def test_a_manifest_whose_spec_is_gone_is_a_clear_error(example_copy: Path, tmp_path: Path) -> None:
     assert qas("compile", "spec.yaml", cwd=example_copy).returncode == 0
     moved = tmp_path / "moved"
@@ -131,7 +147,8 @@ def test_run_then_resume_from_the_manifest_then_report(example_copy: Path) -> No
     assert data["best"]["value"] == pytest.approx(study_best(out))
     assert data["run_status"] == "completed"
     assert sorted(data["files"]) == ["report.md", "report/optimization_history.html",
-                                     "report/optimization_history.png", "report/param_importances.html"]
+                                     "report/optimization_history.png", "report/param_importances.html",
+                                     "report/plotly.min.js"]
     assert all((out / f).stat().st_size > 0 for f in data["files"])
 
 

@@ -184,6 +184,19 @@ def test_best_config_and_best_model_name_the_best_trial_of_both_studies(tmp_path
     assert (tmp_path / contract.BEST_MODEL_FILE).read_bytes() == (tmp_path / saved["model"]).read_bytes()
 
 
+def test_the_float_score_under_a_user_evaluator_is_kept_in_the_study_and_best_config(tmp_path: Path) -> None:
+    evaluator = {"file": "evals.py", "function": "top1", "higher_is_better": True}
+    search, _ = run(settings(tmp_path, metric=None, evaluator=evaluator), FakeQuark())
+    search.record_float_score(0.95)
+    assert write_best(search)[contract.FLOAT_SCORE_ATTR] == 0.95
+    assert json.loads((tmp_path / contract.BEST_CONFIG_FILE).read_text())[contract.FLOAT_SCORE_ATTR] == 0.95
+    reread = optuna.load_study(study_name="fake", storage=f"sqlite:///{tmp_path / 'fake_study.db'}")
+    assert reread.user_attrs[contract.FLOAT_SCORE_ATTR] == 0.95  # where `qas report` reads it
+    (tmp_path / "plain").mkdir()
+    plain, _ = run(settings(tmp_path / "plain"), FakeQuark())
+    assert contract.FLOAT_SCORE_ATTR not in write_best(plain)  # a built-in metric: the float model is the reference
+
+
 def test_maximize_ranks_the_highest_first(tmp_path: Path) -> None:
     search, _ = run(settings(tmp_path, direction="maximize", two_stage=False, sampler="Grid", n_trials=4,
                              search_space={"activation": SPACE["activation"], "cle_algo": ["cle", None]}), FakeQuark())

@@ -61,12 +61,17 @@ def _check_folder(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) 
         for model_input in inputs:
             key = None if None in headers else model_input["name"]
             if key not in headers:
+                held = sorted(k for k in headers if k)
+                rename = (f"name the array after the input: np.savez(path, {model_input['name']}=np.load(path)"
+                          f"[{held[0]!r}])" if len(held) == 1 and len(inputs) == 1
+                          and model_input["name"].isidentifier() else None)
                 yield diag("QAS707", f"sample {label!r} has no array for model input {model_input['name']!r} "
-                                     f"(it has {', '.join(sorted(k for k in headers if k))})", at)
+                                     f"(it has {', '.join(held)})", at, hint=rename)
                 continue
             problem = _mismatch(headers[key], model_input)
             if problem:
-                yield diag("QAS707", f"sample {label!r} does not fit input {model_input['name']!r}: {problem}", at)
+                yield diag("QAS707", f"sample {label!r} does not fit input {model_input['name']!r}: {problem}", at,
+                           hint=_conversion(headers[key], model_input, key))
 
 
 def _check_images(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) -> Iterator[Diagnostic]:
@@ -143,6 +148,24 @@ def _mismatch(header: tuple[str, tuple[int, ...]], model_input: dict[str, Any]) 
         if isinstance(expected, int) and expected > 0 and got != expected:
             return f"dim {axis} is {got}, the model wants {expected} (shape {list(shape)} vs {want})"
     return None
+
+
+def _conversion(header: tuple[str, tuple[int, ...]], model_input: dict[str, Any], key: str | None) -> str | None:
+    """A sample's (dtype, shape), the model input it misfits and its .npz key (None: a .npy) in; how to convert
+    it with numpy out, for a wrong dtype or a missing or extra leading axis (None for other mismatches)."""
+    dtype, shape = header
+    want = model_input["shape"]
+    if dtype != model_input["dtype"]:
+        change, what = f'.astype("{model_input["dtype"]}")', f"convert it to {model_input['dtype']}"
+    elif want is not None and len(shape) + 1 == len(want):
+        change, what = "[np.newaxis]", "add the batch axis (or np.expand_dims(array, 0))"
+    elif want is not None and len(shape) == len(want) + 1 and shape[:1] == (1,):
+        change, what = "[0]", "drop the leading axis of size 1 (or np.squeeze(array, 0))"
+    else:
+        return None
+    if key is None:
+        return f"{what}: np.save(path, np.load(path){change})"
+    return f"{what}: arrays = dict(np.load(path)); arrays[{key!r}] = arrays[{key!r}]{change}; np.savez(path, **arrays)"
 
 
 def _check_defines(spec: Spec, file: str, name: str, at: YamlPath, kind: type, word: str) -> Iterator[Diagnostic]:

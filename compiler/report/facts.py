@@ -20,6 +20,7 @@ from ..runtime.contract import (
     ATTR_REUSED_FROM,
     ATTR_STAGE,
     BEST_CONFIG_FILE,
+    FLOAT_SCORE_ATTR,
     GRID_STUDY_SUFFIX,
     MANIFEST_FILE,
     STAGE_GRID,
@@ -102,12 +103,18 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
 
     run, inputs = manifest.get("run"), manifest.get("inputs")
     evaluation = inputs.get("evaluation") if isinstance(inputs, dict) else None
+    higher_is_better = _higher_is_better(evaluation)
+    float_score = _float_score(higher_is_better, [main, grid], saved)
+    if best is not None:
+        best["score"] = _score(best["value"], float_score, higher_is_better)
     return {
         "out_dir": str(out_dir),
         "name": manifest["name"],
         "engine": manifest["engine"],
         "direction": direction,
         "metric": _metric(evaluation),
+        "higher_is_better": higher_is_better,
+        "float_score": float_score,
         "sampler": sampler,
         "device": manifest["search"].get("device"),
         "run_status": run.get("status") if isinstance(run, dict) else None,
@@ -119,7 +126,9 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "best": best,
         "best_config_agrees": agrees,
         "top5": [{"number": r.trial.number, "value": r.trial.value, "stage": r.stage, "params": r.trial.params,
-                  "model": _model_of(r, numbers), "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
+                  "score": _score(r.trial.value, float_score, higher_is_better),
+                  "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
+                  "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
                  for r in ranked[:TOP_N]],
         "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
                      for r in failed],
@@ -215,3 +224,33 @@ def _metric(evaluation: Any) -> str | None:
         return None
     found = evaluation.get("metric") or evaluation.get("function")
     return found if isinstance(found, str) else None
+
+
+def _higher_is_better(evaluation: Any) -> bool | None:
+    """The manifest's inputs.evaluation in; a user evaluator's higher_is_better out (None for a built-in metric)."""
+    if not isinstance(evaluation, dict) or not evaluation.get("evaluator"):
+        return None
+    found = evaluation.get("higher_is_better")
+    return found if isinstance(found, bool) else None
+
+
+def _float_score(higher_is_better: bool | None, studies: list[Any], saved: dict[str, Any] | None) -> float | None:
+    """The float model's score under the user evaluator, as the search recorded it (a study attribute, else
+    best_config.json), out; None for a built-in metric or when the run did not record it."""
+    if higher_is_better is None:
+        return None
+    found = [study.user_attrs.get(FLOAT_SCORE_ATTR) for study in studies if study is not None]
+    found.append(saved.get(FLOAT_SCORE_ATTR) if saved is not None else None)
+    return next((float(v) for v in found if _finite(v)), None)
+
+
+def _score(value: Any, float_score: float | None, higher_is_better: bool | None) -> float | None:
+    """A trial's value (the drop from the float score, or with lower-is-better the rise over it) in; the quantized
+    model's own score under the evaluator out, when the float score is known."""
+    if float_score is None or higher_is_better is None or not _finite(value):
+        return None
+    return float_score - value if higher_is_better else float_score + value
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

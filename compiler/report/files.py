@@ -1,5 +1,5 @@
-"""The report's files: the report (JSON-ready data) and its output dir in; plots under report/ and report.md
-written atomically, their relative paths out, or a one-line error.
+"""The report's files: the report (JSON-ready data) and its output dir in; plots under report/ (the HTML pages
+sharing one plotly.min.js) and report.md written atomically, their relative paths out, or a one-line error.
 
 Optuna, matplotlib and jinja2 are imported inside the functions so `import compiler.report` stays cheap.
 """
@@ -17,6 +17,8 @@ PLOTS_DIR = "report"
 PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "history_png": f"{PLOTS_DIR}/optimization_history.png",
          "importances_html": f"{PLOTS_DIR}/param_importances.html"}
+PLOTLY_JS = f"{PLOTS_DIR}/plotly.min.js"  # written once beside the HTML plots, which load it by this name
+STAGE_LABELS = {"grid_name": "grid stage", "name": "sampler stage"}  # legend names for the studies (hashed names)
 
 
 def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str:
@@ -29,6 +31,7 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
 
     files: dict[str, str | bytes] = {}
     notes: list[str] = []
+    shown = view(report)
     facts = report["study"]
     complete = report["trials"]["complete_sampler"] + report["trials"]["complete_grid"]
     loaded = load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "") if complete else None
@@ -39,10 +42,11 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
     else:
         studies = [study for study, trials in loaded if any(t.state.name == "COMPLETE" for t in trials)]
         ranked_by = next((s for s in studies if s.study_name == report["importances_study"]), None)
-        files.update(_plots(studies, ranked_by, list(report["importances"]), report["metric"] or "Objective Value"))
+        labels = {facts[key]: label for key, label in STAGE_LABELS.items() if facts[key]}
+        target = shown["value"] if report["metric"] is not None else "Objective Value"
+        files.update(_plots(studies, ranked_by, list(report["importances"]), target, labels))
         if ranked_by is None:
             notes.append("no importance plot: there are no importances (see the notes)")
-    shown = view(report)
     links = {key: name if name in files else None for key, name in PLOTS.items()}
     files["report.md"] = environment().get_template("report.md.j2").render(
         v=shown, links=links, file_notes=notes, fence=_fence(shown["config_json"]))
@@ -51,9 +55,10 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
 
 
 def _plots(studies: list[Any], importance_study: Any | None, importance_params: list[str],
-           target_name: str) -> dict[str, bytes]:
-    """The studies in; {relative path: bytes} of the history (HTML and PNG, one series a study) and importance
-    (HTML) plots out."""
+           target_name: str, labels: dict[str, str]) -> dict[str, str | bytes]:
+    """The studies (and a legend label for each study name) in; {relative path: content} of the history (HTML and
+    PNG, one series a study, whole trial numbers on the x-axis) and importance (HTML) plots, and the plotly.js
+    the HTML pages share, out."""
     import io
 
     import matplotlib
@@ -61,19 +66,30 @@ def _plots(studies: list[Any], importance_study: Any | None, importance_params: 
     matplotlib.use("Agg")  # before pyplot; no display, and kaleido is not needed for the PNG
     import matplotlib.pyplot as plt
     import optuna
+    from matplotlib.ticker import MaxNLocator
+    from plotly.offline import get_plotlyjs
 
     plotted = studies[0] if len(studies) == 1 else studies
-    found = {}
+    last = max((t.number for study in studies for t in study.get_trials(deepcopy=False)), default=0)
+    found: dict[str, str | bytes] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ExperimentalWarning for the matplotlib plot; importance notes already made
         history = optuna.visualization.plot_optimization_history(plotted, target_name=target_name)
+        history.for_each_trace(lambda trace: trace.update(name=_relabel(trace.name, labels)))
+        history.update_xaxes(tick0=0, dtick=_step(last))
         found[PLOTS["history_html"]] = _html(history)
         if importance_study is not None:
             shares = optuna.visualization.plot_param_importances(importance_study, params=importance_params)
             found[PLOTS["importances_html"]] = _html(shares)
+        found[PLOTLY_JS] = get_plotlyjs()
         axes = optuna.visualization.matplotlib.plot_optimization_history(plotted, target_name=target_name)
     buffer = io.BytesIO()
     try:
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # trial numbers: 0, 1, 2, never 0.25
+        legend = axes.get_legend()
+        if legend is not None:
+            for text in legend.get_texts():
+                text.set_text(_relabel(text.get_text(), labels))
         axes.figure.set_size_inches(10, 5)  # room for the legend optuna puts beside the axes
         axes.figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     finally:
@@ -82,9 +98,27 @@ def _plots(studies: list[Any], importance_study: Any | None, importance_params: 
     return found
 
 
+def _relabel(name: str | None, labels: dict[str, str]) -> str | None:
+    """Optuna's series name in; `L2 of tinycnn-002ec34a5070-grid` as `L2, grid stage` out (others unchanged)."""
+    for study, label in labels.items():
+        if name is not None and name.endswith(f" of {study}"):
+            return f"{name.removesuffix(f' of {study}')}, {label}"
+    return name
+
+
+def _step(last: int) -> int:
+    """The largest trial number in; a whole tick step (1, 2, 5, 10, 20, 50, ...) giving at most 10 steps out."""
+    magnitude = 1
+    while True:
+        for base in (1, 2, 5):
+            if last <= 10 * base * magnitude:
+                return base * magnitude
+        magnitude *= 10
+
+
 def _html(figure: Any) -> bytes:
-    # plotly.js inlined (about 5 MB a file) so the page works offline
-    return figure.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")
+    # plotly.js is not inlined (about 5 MB a page): each page loads the one copy written beside it (PLOTLY_JS)
+    return figure.to_html(include_plotlyjs="directory", full_html=True).encode("utf-8")
 
 
 def _fence(text: str | None) -> str:

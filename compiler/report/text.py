@@ -17,6 +17,9 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
 
     t, b, best = r["trials"], r["budget"], r["best"]
     metric = r["metric"] or "value"
+    higher, float_score = r.get("higher_is_better"), r.get("float_score")
+    value = metric if higher is None else f"{metric} {'drop' if higher else 'rise'}"  # what a trial's value is
+    scored = float_score is not None and any(e.get("score") is not None for e in r["top5"])
     if r["sampler"] == "Grid":
         trials = f"{t['complete_sampler'] + t['complete_grid']} of {b['effective_trials']} grid configs complete"
     else:
@@ -30,12 +33,19 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         trials += f"; {t['reused']} reused an earlier score"
     facts = [
         ("search", f"{r['engine']} engine, {r['sampler'] or '?'} sampler on {r['device'] or '?'}, "
-                   f"{r['direction']} {metric}" + (f", run {r['run_status']}" if r["run_status"] else "")),
+                   f"{r['direction']} {_objective(metric, higher)}"
+                   + (f", run {r['run_status']}" if r["run_status"] else "")),
         ("trials", trials),
     ]
+    if r["metric"] is not None:
+        facts.append(("float model", _float_model(metric, higher, float_score)))
     config_json = None
     if best is not None:
-        facts.append(("best", f"trial {best['trial_number']} ({best['stage']} stage): {metric} {_num(best['value'])}"
+        score = best.get("score")
+        against = (f" ({metric} {_num(score)}; the float model's {_num(float_score)})" if score is not None
+                   else " from the float model's score" if higher is not None else "")
+        facts.append(("best", f"trial {best['trial_number']} ({best['stage']} stage): {value} {_num(best['value'])}"
+                      + against
                       + (f", score reused from trial {best['reused_from']}" if best["reused_from"] is not None
                          else "")))
         facts.append(("winner", _file(best["model"], best["model_bytes"], gb)))
@@ -47,22 +57,79 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
             config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
     else:
         facts.append(("best", "none: no trial has completed"))
-    shown = varying([e["params"] for e in r["top5"]])
-    top = [[str(i), str(e["number"]), e["stage"], _num(e["value"]), e["model"] or "-"]
-           + ([", ".join(f"{k}={_num(e['params'][k])}" for k in shown if k in e["params"]) or "-"] if shown else [])
-           for i, e in enumerate(r["top5"], 1)]
+    settings, shown = _differing(r["top5"])
+    top = [[str(i), str(e["number"]), e["stage"], _num(e["value"])]
+           + ([_num(e["score"]) if e.get("score") is not None else "-"] if scored else []) + [e["model"] or "-"]
+           + ([", ".join(f"{k}={_num(row[k])}" for k in shown if k in row) or "-"] if shown else [])
+           for i, (e, row) in enumerate(zip(r["top5"], settings, strict=True), 1)]
     return {
         "title": f"{r['name']} ({r['out_dir']})",
         "facts": facts,
         "config_json": config_json,
         "metric": metric,
-        "top_header": ["rank", "trial", "stage", metric, "model"] + (["differing params"] if shown else []),
+        "value": value,  # what a trial's value is: the metric, or its drop from (rise over) the float score
+        "top_header": ["rank", "trial", "stage", value] + ([metric] if scored else []) + ["model"]
+                      + (["differing params"] if shown else []),
         "top": top,
         "importances": [(k, f"{v:.3f}") for k, v in r["importances"].items()],
         "failures": [(f"{f['stage']} trial {f['number']}", first_line(f["error"]) if f["error"]
                       else "(no error recorded)") for f in r["failures"]],
         "notes": list(r["notes"]),
     }
+
+
+MAXIMIZED = {"cos", "psnr", "ssim"}  # Quark's built-in metrics that grow as the outputs get closer
+
+
+def _objective(metric: str, higher: bool | None) -> str:
+    """What the search ranked by, in words: `L2`, or `top1 drop from the float model's score (higher top1 is
+    better)` for a user evaluator, whose trial values are differences from the float model's score."""
+    if higher is None:
+        return metric
+    return (f"{metric} {'drop' if higher else 'rise'} from the float model's score "
+            f"({'higher' if higher else 'lower'} {metric} is better)")
+
+
+def _float_model(metric: str, higher: bool | None, float_score: float | None) -> str:
+    """The float model's line: its score under a user evaluator, or what it is to a built-in metric."""
+    if higher is not None:
+        if float_score is None:
+            return f"{metric} not recorded by this run, so only the differences from it are known"
+        return f"{metric} {_num(float_score)} (trial values are the {'drop from' if higher else 'rise over'} it)"
+    if metric in MAXIMIZED:
+        return f"the reference: each value is the {metric} of a quantized model's outputs against the float model's"
+    return f"{metric} 0 against itself (each value is a quantized model's {metric} distance from its outputs)"
+
+
+def _differing(top: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The top rows in; each row's settings by name, and the names whose value differs between rows, out.
+
+    The settings are the nested config each trial recorded, flattened to dotted names, when every row has one
+    (grid-stage trials have no Optuna params: their configurations are not sampled); else Optuna's params. In a
+    config, a top-level name some rows lack counts as a value of its own (grid rows have no `algorithms`); a
+    nested one does not (a row without adaquant_params has none of its leaves, which says nothing new).
+    """
+    if not top or any(not isinstance(e.get("config"), dict) for e in top):
+        params = [e["params"] for e in top]
+        return params, varying(params)
+    rows = [_flat(e["config"]) for e in top]
+    shown = []
+    for name in dict.fromkeys(k for row in rows for k in row):
+        values = {repr(row[name]) for row in rows if name in row}  # repr: True and 1 are different choices
+        if len(values) > 1 or ("." not in name and any(name not in row for row in rows)):
+            shown.append(name)
+    return rows, shown
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config in; its leaves by dotted name (adaquant_params.num_iterations) out."""
+    found: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            found.update(_flat(value, f"{prefix}{key}."))
+        else:
+            found[f"{prefix}{key}"] = value
+    return found
 
 
 def _num(value: Any) -> str:

@@ -36,6 +36,9 @@ def study_file(name: str) -> str:
 GRID_STUDY_SUFFIX = "-grid"  # engine qas keeps grid-stage trials in study <name>-grid
 STUDY_HASH_CHARS = 12  # engine qas names its study <name>-<first chars of the space's sha256>
 GRID_WINNER_ATTR = "grid_winner"  # sampler-study attribute: the pinned grid winner's trial number
+# sampler-study attribute (and best_config.json key): the float model's score under the user evaluator, as the
+# evaluator returned it; trial values are the drop from it (higher_is_better) or the rise over it (lower is better)
+FLOAT_SCORE_ATTR = "float_score"
 
 # --- Trial user attributes -------------------------------------------------------------------------
 ATTR_STAGE = "stage"  # STAGE_GRID | STAGE_SAMPLER

@@ -121,6 +121,19 @@ def best_from_grid(settings: Settings, searcher: Any) -> dict[str, Any]:
     }
 
 
+def float_score(settings: Settings, searcher: Any | None, study: Any | None) -> float | None:
+    """The float model's score under the user evaluator, as it returned it: from Quark's baseline when it ran now
+    (oriented, F6), kept in the study for a later run that has nothing left to search; None when unknown."""
+    assert settings.evaluator is not None
+    baseline = getattr(searcher, "base_model_output_metric", None)
+    if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
+        score = float(baseline) if settings.evaluator["higher_is_better"] else -float(baseline)
+        if study is not None:
+            study.set_user_attr(contract.FLOAT_SCORE_ATTR, score)
+        return score
+    return study.user_attrs.get(contract.FLOAT_SCORE_ATTR) if study is not None else None
+
+
 def main(settings: Settings) -> int:
     """Run (or resume) Quark's search; the process exit code out."""
     here = settings.here
@@ -137,6 +150,7 @@ def main(settings: Settings) -> int:
     if uses_sampler and done:
         say(f"qas: resuming study {settings.study_name!r}: {done} of {settings.n_trials} trials done, "
             f"{remaining} to run")
+    searcher = None  # stays None when a resumed search has no trials left to run
     if not uses_sampler or remaining > 0:
         input_names = model_input_names(settings.model_path)
         calib_reader = make_reader(settings.calibration, here, input_names)
@@ -164,6 +178,7 @@ def main(settings: Settings) -> int:
                  "space_hash": settings.space_hash})
     if settings.evaluator is not None:
         best["objective"] = "float-model score minus quantized-model score, oriented by higher_is_better; minimized"
+        best[contract.FLOAT_SCORE_ATTR] = float_score(settings, searcher, study)
     write_json(settings.best_config_path, best)
     temp_dir = settings.path(settings.temp_dir)
     if temp_dir.is_dir() and here in temp_dir.resolve().parents:

@@ -76,6 +76,11 @@ class Search:
         name = contract.SAMPLER_CLASSES.get(self.settings.sampler, "TPESampler")
         return getattr(self.optuna.samplers, name)(seed=self.settings.seed + done)
 
+    def record_float_score(self, score: float) -> None:
+        """Keep the float model's score under the user evaluator (as it returned it) in the sampler study, so the
+        report can show each quantized model's score beside the difference the search minimized."""
+        self.sampler_study.set_user_attr(contract.FLOAT_SCORE_ATTR, score)
+
     def attach(self, quantize: Quantize, score: Score) -> None:
         """Give the search its quantizer and scorer (the float model is scored already)."""
         self.quantize, self.score = quantize, score
@@ -238,6 +243,7 @@ def write_best(search: Search) -> dict[str, Any]:
     }
     if settings.evaluator is not None:
         summary["objective"] = "float-model score minus quantized-model score, oriented by higher_is_better; minimized"
+        summary[contract.FLOAT_SCORE_ATTR] = search.sampler_study.user_attrs.get(contract.FLOAT_SCORE_ATTR)
     write_json(settings.best_config_path, summary)
     return summary
 
@@ -284,6 +290,8 @@ def run_stages(search: Search) -> int | None:
         scorer.score_float(settings.model_path)
     except Exception as error:  # noqa: BLE001 - the float model must score, or no trial can
         fail(f"scoring the float model failed, so no trial could be scored: {type(error).__name__}: {error}")
+    if settings.evaluator is not None:  # the baseline is oriented (F6): back to what the evaluator returned
+        search.record_float_score(scorer.baseline if settings.evaluator["higher_is_better"] else -scorer.baseline)
     exclusions = float_exclusions(settings.model_path, settings.keep_float)
     search.attach(QuarkQuantizer(settings.model_path, calib, exclusions), scorer.score)
     configs = stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
