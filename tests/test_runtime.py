@@ -209,6 +209,8 @@ def test_plots_are_written_for_the_study_that_holds_the_searched_trials(tmp_path
     search, _ = run(settings(tmp_path, plots=True), FakeQuark())
     path = write_plots(search)
     assert path == tmp_path / "optimization_history.html" and "plotly" in path.read_text()[:5000].lower()
+    assert path.stat().st_size < 100_000 and (tmp_path / "plotly.min.js").is_file()  # plotly.js once, beside it
+    assert "L2" in path.read_text()  # the axis names what the values are
 
 
 def test_a_second_study_is_refused_when_resume_is_off(tmp_path: Path, capsys: Any) -> None:

@@ -248,13 +248,22 @@ def write_best(search: Search) -> dict[str, Any]:
     return summary
 
 
+def _objective_name(settings: Settings) -> str:
+    """What a trial's value is, for a plot's axis."""
+    if settings.evaluator is None:
+        return settings.metric or "objective"
+    return f"{settings.evaluator['function']} {'drop' if settings.evaluator['higher_is_better'] else 'rise'} " \
+           "from the float model"
+
+
 def write_plots(search: Search) -> Path:
     """Optuna's optimization history of the study that holds the searched trials, as HTML; its path out."""
     import optuna
 
     study = search.sampler_study if search.complete(search.sampler_study) else search.grid_study
     path = search.settings.path("optimization_history.html")
-    optuna.visualization.plot_optimization_history(study).write_html(str(path))
+    figure = optuna.visualization.plot_optimization_history(study, target_name=_objective_name(search.settings))
+    figure.write_html(str(path), include_plotlyjs="directory")  # plotly.min.js once beside it, not 4.8 MB inside
     return path
 
 
