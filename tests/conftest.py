@@ -7,6 +7,7 @@ never from each other (tests/test_layout.py checks it).
 from __future__ import annotations
 
 import ast
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,11 @@ from compiler.environment import Environment, load_target
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = REPO / "specs" / "example"
 GOLDEN = REPO / "golden"
+
+# Tests that run amd-quark carry the `e2e` marker (pyproject.toml; tests/test_layout.py checks it) and skip where it
+# is not installed. Checked without importing it: `import quark.onnx` imports torch and builds Quark's custom ops,
+# which collecting the e2e modules for `pytest -m "not e2e"` must not pay for.
+needs_quark = pytest.mark.skipif(importlib.util.find_spec("quark") is None, reason="amd-quark is not installed")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

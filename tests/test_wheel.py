@@ -9,7 +9,11 @@ import sysconfig
 import venv
 from pathlib import Path
 
+import pytest
+
 from .conftest import EXAMPLE_DIR, REPO
+
+pytestmark = pytest.mark.e2e  # builds and installs a wheel: slow, though it runs no search
 
 
 def test_wheel_installs_and_compiles_the_example(tmp_path: Path) -> None:
