@@ -7,6 +7,9 @@ never from each other (tests/test_layout.py checks it).
 from __future__ import annotations
 
 import ast
+import hashlib
+import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +23,19 @@ from compiler.environment import Environment, load_target
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = REPO / "specs" / "example"
 GOLDEN = REPO / "golden"
+
+# Tests that run amd-quark carry the `e2e` marker (pyproject.toml; tests/test_layout.py checks it) and skip where it
+# is not installed. Checked without importing it: `import quark.onnx` imports torch and builds Quark's custom ops,
+# which collecting the e2e modules for `pytest -m "not e2e"` must not pay for.
+needs_quark = pytest.mark.skipif(importlib.util.find_spec("quark") is None, reason="amd-quark is not installed")
+
+# Quark builds its custom ops into torch's extension cache, by default one folder per user and Python version, and a
+# build records the absolute paths of the venv it was made in: two venvs on one machine (a checkout's and a CI clone's)
+# then rebuild it in turn, about 30 s at every switch. The tests (and the scripts they start) keep one per interpreter.
+if "TORCH_EXTENSIONS_DIR" not in os.environ:
+    _cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    _key = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(_cache / "torch_extensions" / f"qas-tests-{_key}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-from .conftest import compile_and_run, run_script
+from .conftest import compile_and_run, needs_quark, run_script
 
-pytest.importorskip("quark.onnx")
+pytestmark = [pytest.mark.e2e, needs_quark]
 
 
 def complete_trials(db: Path) -> list[tuple[int, float]]:

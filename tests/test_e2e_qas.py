@@ -17,9 +17,9 @@ import pytest
 
 from compiler.report import build_report
 
-from .conftest import EXAMPLE_DIR, compile_and_run, run_script
+from .conftest import EXAMPLE_DIR, compile_and_run, needs_quark, run_script
 
-pytest.importorskip("quark.onnx")
+pytestmark = [pytest.mark.e2e, needs_quark]
 
 QDQ = {"QuantizeLinear", "DequantizeLinear", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"}
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from .conftest import qas, run_script
+from .conftest import needs_quark, qas, run_script
 
-pytest.importorskip("quark.onnx")
+pytestmark = [pytest.mark.e2e, needs_quark]
 
 SPEC = """qas: 1
 name: small

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import qas
+from .conftest import needs_quark, qas
 
-pytest.importorskip("quark.onnx")
+pytestmark = [pytest.mark.e2e, needs_quark]
 
 # Runs a script as __main__ in an interpreter where importing qas's package fails, as on a machine without qas.
 WITHOUT_QAS = """

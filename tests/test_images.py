@@ -19,7 +19,7 @@ from PIL import Image
 from compiler.pipeline import compile_spec
 from compiler.render import script_is_hand_edited
 
-from .conftest import EXAMPLE_DIR
+from .conftest import EXAMPLE_DIR, needs_quark
 
 TINYCNN = EXAMPLE_DIR / "models" / "tinycnn.onnx"
 
@@ -259,8 +259,9 @@ def test_an_image_that_cannot_be_decoded_stops_the_script_naming_it(tmp_path: Pa
 # --- end to end with the real amd-quark -----------------------------------------------------------------
 
 
+@pytest.mark.e2e
+@needs_quark
 def test_a_search_calibrated_on_png_images_runs_on_the_declared_tensors(example_copy: Path, tmp_path: Path) -> None:
-    pytest.importorskip("quark.onnx")
     images = example_copy / "data" / "images"
     images.mkdir()
     pixels = []

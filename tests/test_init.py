@@ -3,7 +3,6 @@ that writes nothing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -16,7 +15,7 @@ from ruamel.yaml import YAML
 
 from compiler.starter import spec_name
 
-from .conftest import EXAMPLE_DIR, REPO, model_with_external_data, qas
+from .conftest import EXAMPLE_DIR, REPO, model_with_external_data, qas, needs_quark
 
 SCHEMA = Draft202012Validator(json.loads((REPO / "schemas" / "spec.schema.json").read_text(encoding="utf-8")))
 
@@ -186,9 +185,9 @@ def test_the_name_comes_from_the_file_name_in_the_schema_pattern(file: str, name
     assert spec_name(file) == name
 
 
+@pytest.mark.e2e
+@needs_quark
 def test_init_then_run_completes_with_the_real_quark(tmp_path: Path) -> None:
-    if importlib.util.find_spec("quark") is None:  # not imported here: that would build Quark's ops in this process
-        pytest.skip("amd-quark is not installed")
     folder = project(tmp_path)
     made = qas("init", "models/tinycnn.onnx", cwd=folder)
     assert made.returncode == 0, made.stderr

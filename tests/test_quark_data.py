@@ -13,12 +13,10 @@ from compiler.presets import PRESET_NAMES, preset_config
 from compiler.resources import load_data
 from compiler.spacemath import count_configs, quark_discrete_size, stage1_space
 
-from .conftest import REPO
+from .conftest import REPO, needs_quark
 
-quark_search = pytest.importorskip("quark.onnx.quantization.auto_search")
-from quark.onnx.quantization.auto_search import qconfig_mapping  # noqa: E402
-from quark.onnx.quantization.auto_search.config_generator import generate_all_configs  # noqa: E402
-from quark.onnx.quantization.auto_search.utils import validate_search_space  # noqa: E402
+# Imports amd-quark, so torch and Quark's custom ops: inside the tests, never at collection.
+pytestmark = [pytest.mark.e2e, needs_quark]
 
 
 def _json_equal(a, b) -> bool:
@@ -27,15 +25,20 @@ def _json_equal(a, b) -> bool:
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_presets_equal_installed_quark(name: str) -> None:
-    installed = copy.deepcopy(quark_search.get_auto_search_config(name))
+    from quark.onnx.quantization.auto_search import get_auto_search_config
+
+    installed = copy.deepcopy(get_auto_search_config(name))
     assert _json_equal(preset_config(name), installed)
 
 
 def test_the_preset_list_is_complete() -> None:
+    from quark.onnx.quantization.auto_search import qconfig_mapping
+
     assert set(PRESET_NAMES) == set(qconfig_mapping.AUTO_SEARCH_CONFIGS)
 
 
 def test_grammar_equals_installed_quark() -> None:
+    from quark.onnx.quantization.auto_search import qconfig_mapping
     from quark.onnx.quantization.config import spec
     from quark.onnx.quantization.config.algorithm import AdaQuantConfig, AdaRoundConfig, CLEConfig
     from quark.onnx.quantization.config.maps import QCONFIG_ALL_PARAMS
@@ -67,6 +70,9 @@ def _spaces() -> list[dict]:
 
 @pytest.mark.parametrize("index", range(len(_spaces())))
 def test_space_arithmetic_matches_quark(index: int) -> None:
+    from quark.onnx.quantization.auto_search.config_generator import generate_all_configs
+    from quark.onnx.quantization.auto_search.utils import validate_search_space
+
     space = _spaces()[index]
     assert quark_discrete_size(space) == validate_search_space(copy.deepcopy(space))["discrete_space_size"]
     grid = stage1_space(space)
@@ -85,5 +91,7 @@ def test_preset_sizes_match_the_facts_table() -> None:
 
 
 def test_compiled_space_is_accepted_by_quarks_grid_for_grid_specs() -> None:
+    from quark.onnx.quantization.auto_search.config_generator import generate_all_configs
+
     result = compile_spec(REPO / "golden" / "grid_sampler" / "spec.yaml")
     assert len(generate_all_configs(copy.deepcopy(result.plan.space))) == result.plan.budget.effective_trials == 9

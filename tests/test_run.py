@@ -18,6 +18,8 @@ from ruamel.yaml import YAML
 from compiler.emit import RUN_MARKER, differences, split_run_block, write_atomically
 from compiler.resources import load_schema
 
+from .conftest import needs_quark
+
 QAS = [sys.executable, "-m", "compiler"]
 
 
@@ -107,8 +109,9 @@ def test_report_of_a_folder_without_a_search_is_a_clear_error(tmp_path: Path) ->
     assert ran.stderr.startswith("qas: error: no run_manifest.yaml in") and "Traceback" not in ran.stderr
 
 
+@pytest.mark.e2e
+@needs_quark
 def test_run_then_resume_from_the_manifest_then_report(example_copy: Path) -> None:
-    pytest.importorskip("quark.onnx")
     out = example_copy / "autosearch_output"
     ran = qas("run", "spec.yaml", "--yes", cwd=example_copy)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -152,10 +155,11 @@ def test_run_then_resume_from_the_manifest_then_report(example_copy: Path) -> No
     assert all((out / f).stat().st_size > 0 for f in data["files"])
 
 
+@pytest.mark.e2e
+@needs_quark
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_qas_run_records_an_interrupted_run_and_a_rerun_completes(example_copy: Path,
                                                                               signum: int) -> None:
-    pytest.importorskip("quark.onnx")
     spec = example_copy / "spec.yaml"
     spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 5"))
     out = example_copy / "autosearch_output"
