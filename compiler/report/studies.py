@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..runtime.study_file import study_file_problem
 from .manifest import first_line
 
 ROUGH_BELOW = 50  # PED-ANOVA wants >= 5 trials in its top 10 %, so importances from fewer trials are rough
@@ -21,6 +22,9 @@ def load_studies(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[An
     there is one), or an error line."""
     if not db.is_file():
         return f"no study database {db} (has the search run?)"
+    damaged = study_file_problem(db)
+    if damaged is not None:
+        return damaged
     with warnings.catch_warnings():
         # list choices (Quark's PercentileCandidates) load with a warning about persistent storage; the
         # importances note says what matters about them

@@ -17,20 +17,26 @@ KEEP_IT = "qas leaves it as it is: restore it from a copy, or move it away to st
 
 def check_study_file(path: Path) -> None:
     """Stop unless `path` is absent (a new search) or a readable, intact SQLite database."""
+    problem = study_file_problem(path)
+    if problem is not None:
+        fail(f"{problem}; {KEEP_IT}")
+
+
+def study_file_problem(path: Path) -> str | None:
+    """What is wrong with an existing study file (`qas report` says the same), or None when absent or intact."""
     if not path.exists():
-        return
+        return None
     try:
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_HEADER))
     except OSError as error:
-        fail(f"the study file {path} cannot be read: {error.strerror or error}")
+        return f"the study file {path} cannot be read: {error.strerror or error}"
     if not header:
-        fail(f"the study file {path} is empty (truncated?), so its trials are lost; {KEEP_IT}")
+        return f"the study file {path} is empty (truncated?), so its trials are lost"
     if header != SQLITE_HEADER:
-        fail(f"the study file {path} is not a SQLite database (damaged, or another file); {KEEP_IT}")
+        return f"the study file {path} is not a SQLite database (damaged, or another file)"
     problem = _integrity_problem(path)
-    if problem is not None:
-        fail(f"the study file {path} is damaged ({problem}); {KEEP_IT}")
+    return None if problem is None else f"the study file {path} is damaged ({problem})"
 
 
 def _integrity_problem(path: Path) -> str | None:
