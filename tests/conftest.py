@@ -113,3 +113,21 @@ def run_script(script: Path) -> subprocess.CompletedProcess:
     ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=script.parent.parent)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     return ran
+
+
+def qdq_model(path: Path) -> Path:
+    """The example model quantized to QDQ by onnxruntime's quantize_static (an already-quantized model to refuse)."""
+    import numpy as np
+
+    quantization = pytest.importorskip("onnxruntime.quantization")
+
+    class Samples(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.samples = [{"input": np.load(p)} for p in sorted((EXAMPLE_DIR / "data" / "calib").glob("*.npy"))]
+
+        def get_next(self):
+            return self.samples.pop() if self.samples else None
+
+    quantization.quantize_static(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(path), Samples(),
+                                 quant_format=quantization.QuantFormat.QDQ)
+    return path

@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 
 from compiler.starter import spec_name
 
-from .conftest import EXAMPLE_DIR, REPO, model_with_external_data, qas, needs_quark
+from .conftest import EXAMPLE_DIR, REPO, model_with_external_data, qas, needs_quark, qdq_model
 
 SCHEMA = Draft202012Validator(json.loads((REPO / "schemas" / "spec.schema.json").read_text(encoding="utf-8")))
 
@@ -124,17 +124,7 @@ def test_an_existing_calibration_folder_is_left_as_it_is(tmp_path: Path) -> None
 
 
 def test_a_model_quantized_by_onnxruntime_is_refused_and_nothing_written(tmp_path: Path) -> None:
-    quantization = pytest.importorskip("onnxruntime.quantization")
-
-    class Samples(quantization.CalibrationDataReader):
-        def __init__(self) -> None:
-            self.samples = [{"input": np.load(p)} for p in sorted((EXAMPLE_DIR / "data" / "calib").glob("*.npy"))]
-
-        def get_next(self):
-            return self.samples.pop() if self.samples else None
-
-    quantization.quantize_static(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(tmp_path / "qdq.onnx"), Samples(),
-                                 quant_format=quantization.QuantFormat.QDQ)
+    qdq_model(tmp_path / "qdq.onnx")
     before = {p.name for p in tmp_path.iterdir()}
     refused = qas("init", "qdq.onnx", cwd=tmp_path)
     assert refused.returncode == 1

@@ -12,7 +12,7 @@ import pytest
 
 from compiler.pipeline import compile_spec
 
-from .conftest import EXAMPLE_DIR, GOLDEN, target_env
+from .conftest import EXAMPLE_DIR, GOLDEN, target_env, qdq_model
 
 
 def spec_for(folder: Path, model: str) -> Path:
@@ -24,17 +24,7 @@ def spec_for(folder: Path, model: str) -> Path:
 
 
 def test_a_model_quantized_by_onnxruntime_is_refused(tmp_path: Path) -> None:
-    quantization = pytest.importorskip("onnxruntime.quantization")
-
-    class Samples(quantization.CalibrationDataReader):
-        def __init__(self) -> None:
-            self.samples = [{"input": np.load(p)} for p in sorted((EXAMPLE_DIR / "data" / "calib").glob("*.npy"))]
-
-        def get_next(self):
-            return self.samples.pop() if self.samples else None
-
-    quantization.quantize_static(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(tmp_path / "qdq.onnx"), Samples(),
-                                 quant_format=quantization.QuantFormat.QDQ)
+    qdq_model(tmp_path / "qdq.onnx")
     result = compile_spec(spec_for(tmp_path, "qdq.onnx"))
     assert [d.code for d in result.diagnostics] == ["QAS702"]
     assert result.diagnostics[0].path == ("model",) and (result.diagnostics[0].line, result.diagnostics[0].col) == (3, 8)
