@@ -26,6 +26,7 @@ from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
 from .report import build_report, report_text, write_report_files
 from .runner import manifest_target, record, run_search
+from .runtime.lock import holder as lock_holder
 from .runtime.contract import MANIFEST_FILE, RUN_LOG_FILE
 from .resources import load_schema
 from .scaffold import Refused, init_spec
@@ -281,7 +282,8 @@ def run_command(
     """Compile (a spec) or check (a manifest), show the plan, ask, then run the search with a progress bar.
 
     The outcome (status, exit code, best value, model and config) is appended to run_manifest.yaml;
-    the script's output also goes to qas_run.log. Ctrl-C stops after the trial in hand; run again to resume.
+    the script's output also goes to qas_run.log. Ctrl-C or SIGTERM stops the search, marking the trial in hand
+    interrupted; run again to resume.
 
     Examples:
 
@@ -310,6 +312,11 @@ def run_command(
         _report(result, Format.text)
         raise typer.Exit(EXIT_SPEC)
     assert result.out_dir is not None and result.plan is not None
+    running = lock_holder(result.out_dir / result.plan.study_db)
+    if running is not None:  # refused before anything is written or recorded: that run's files are its own
+        typer.echo(f"qas: error: another search is running on {result.plan.study_db}: {running}; wait for it to "
+                   f"end or stop it", err=True)
+        raise typer.Exit(EXIT_USAGE)
     if spec is not None:
         _require_up_to_date(result, target, spec)
     else:

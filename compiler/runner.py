@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -107,6 +106,7 @@ def run_search(out_dir: Path, python: str, console: Any, verbose: bool = False) 
     SIGINT and SIGTERM to qas (also when qas started with SIGINT ignored) stop the search cleanly: the
     child is asked to stop after marking the trial in hand interrupted, and the outcome is "interrupted".
     """
+    _stop_requested.clear()
     previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
     try:
         return _run(out_dir, python, console, verbose)
@@ -115,8 +115,13 @@ def run_search(out_dir: Path, python: str, console: Any, verbose: bool = False) 
             signal.signal(signum, handler)
 
 
+_stop_requested = threading.Event()
+
+
 def _interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
+    # A flag the follow loop polls, not an exception: Python drops an exception raised while it runs a
+    # weakref or garbage-collection callback, and the stop would be lost.
+    _stop_requested.set()
 
 
 def _run(out_dir: Path, python: str, console: Any, verbose: bool) -> Outcome:
@@ -161,7 +166,8 @@ def _follow(child: subprocess.Popen, out_dir: Path, manifest: dict[str, Any], pr
     """Poll the study until the child exits; off a terminal, print a line whenever the figures change."""
     total = total_trials(manifest)
     while child.poll() is None:
-        time.sleep(POLL_SECONDS)
+        if _stop_requested.wait(POLL_SECONDS):
+            raise KeyboardInterrupt  # run_search's caller stops the child and records "interrupted"
         now = snapshot(out_dir, manifest)
         if now is None or now == seen:
             continue

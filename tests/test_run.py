@@ -208,3 +208,21 @@ def test_written_files_get_the_mode_a_plain_write_would_not_0600(tmp_path: Path)
         os.umask(previous)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "a.txt", tmp_path / "sub" / "b.bin", plain)}
     assert modes == {"a.txt": 0o644, "b.bin": 0o644, "plain.txt": 0o644}
+
+
+def test_qas_run_on_a_study_another_run_holds_is_refused_before_writing_or_recording(example_copy: Path) -> None:
+    from compiler.runtime.lock import acquire
+
+    out = example_copy / "autosearch_output"
+    assert subprocess.run(QAS + ["compile", "spec.yaml"], cwd=example_copy, capture_output=True).returncode == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    held = acquire(out / "tinycnn_study.db")  # as the first run's script holds it
+    try:
+        ran = subprocess.run(QAS + ["run", "spec.yaml", "--yes"], cwd=example_copy, capture_output=True, text=True,
+                             timeout=300)
+    finally:
+        held.close()
+    assert ran.returncode == 2
+    assert f"another search is running on tinycnn_study.db: pid {os.getpid()} on " in ran.stderr
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "tinycnn_study.db.lock"}
+    assert after == {p: b for p, b in before.items()}  # no recompile, no run record, no report, no log line

@@ -354,3 +354,36 @@ def test_a_model_changed_since_compile_is_refused_with_the_fix(tmp_path: Path, c
     data.unlink()
     with pytest.raises(SystemExit):
         check_model(model, expected)
+
+
+def test_a_stop_signal_whose_keyboardinterrupt_was_swallowed_still_stops_before_the_next_trial(tmp_path: Path) -> None:
+    import signal as signals
+
+    from compiler.runtime import stopping
+
+    class SwallowedStop(FakeQuark):  # the signal arrives, but Python dropped its KeyboardInterrupt (a GC callback)
+        def quantize(self, config: dict[str, Any], output: Path) -> None:
+            super().quantize(config, output)
+            if len(self.quantized) == 2:
+                stopping._requested.append("SIGTERM")
+
+    previous = {s: signals.getsignal(s) for s in stopping.STOP_SIGNALS}
+    try:
+        search, code = run(settings(tmp_path), SwallowedStop())
+    finally:
+        stopping._requested.clear()
+        for s, handler in previous.items():
+            signals.signal(s, handler)
+    assert code == contract.EXIT_INTERRUPTED
+    assert len(complete(search.grid_study)) == 2 and not complete(search.sampler_study)  # no third trial began
+
+
+def test_the_lock_holder_is_named_while_held_and_none_once_free(tmp_path: Path) -> None:
+    from compiler.runtime.lock import acquire, holder
+
+    study = tmp_path / "fake_study.db"
+    assert holder(study) is None
+    held = acquire(study)
+    assert holder(study).startswith(f"pid {__import__('os').getpid()} on ")
+    held.close()
+    assert holder(study) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def check_model(model_path: Path, expected: dict[str, str]) -> None:
     """Exit unless the model (and its external data) are the files compile checked, byte for byte."""
     changed = changed_model_files(model_path, expected)
     if changed:
-        fail(f"the model changed since compile ({', '.join(changed)} in {model_path.parent} differ or are gone); "
+        fail(f"the model changed since compile ({', '.join(changed)} in {os.path.normpath(model_path.parent)} "
+             "differs or is gone); "
              "recompile the spec (qas compile SPEC, or qas run SPEC) so its checks and estimates hold for this model")
 
 

@@ -20,6 +20,7 @@ from .console import say, warn
 from .files import write_json
 from .settings import Settings
 from .space import config_key, pinned_stage2_space, stage_configs, suggest_config
+from . import stopping
 from .stopping import TrialTimer
 from .study_file import check_study_file
 
@@ -157,6 +158,8 @@ class Search:
         for index, config in enumerate(configs):
             if index in done:
                 continue
+            if stopping.requested():
+                raise KeyboardInterrupt
             if self.too_many_failures():
                 return
             trial = self.grid_study.ask()
@@ -179,6 +182,8 @@ class Search:
     def sampler_stage(self, space: dict[str, Any]) -> None:
         """Sampler trials up to n_trials complete in total; a configuration already scored is answered from the study."""
         while True:
+            if stopping.requested():
+                raise KeyboardInterrupt
             complete = self.complete(self.sampler_study)
             if len(complete) >= self.settings.n_trials or self.too_many_failures():
                 return

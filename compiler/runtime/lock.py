@@ -21,6 +21,20 @@ def lock_path(study_path: Path) -> Path:
     return study_path.with_name(study_path.name + ".lock")
 
 
+def holder(study_path: Path) -> str | None:
+    """Who holds the study's lock now ("pid N on HOST, since TIME"), or None when no live process does."""
+    path = lock_path(study_path)
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return handle.read().strip() or "a process that did not say which"
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return None
+
+
 def acquire(study_path: Path) -> IO[str]:
     """Lock the study for this process, or stop with a message naming the process that holds it.
 

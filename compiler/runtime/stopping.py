@@ -19,8 +19,18 @@ class TrialTimeout(Exception):
     """A trial ran longer than search.trial_timeout: that trial fails, the search goes on."""
 
 
+_requested: list[str] = []  # the stop signal's name, once one arrived
+
+
+def requested() -> bool:
+    """A stop signal arrived (its KeyboardInterrupt may have been swallowed: Python drops an exception raised
+    while it runs a weakref or garbage-collection callback), so the trial loop must not start another trial."""
+    return bool(_requested)
+
+
 def _stop(signum: int, _frame: Any) -> None:
     name = signal.Signals(signum).name
+    _requested.append(name)
     for other in STOP_SIGNALS:  # a second signal while stopping ends the process at once
         signal.signal(other, signal.SIG_DFL)
     warn(f"qas: {name} received: stopping after marking the trial in hand interrupted "
