@@ -93,6 +93,7 @@ class Plan:
         else:
             data["budget"]["distinct_configs"] = int(data["budget"]["distinct_configs"])
         estimate_data = data["time_estimate"]
+        estimate_data["startup_s"] = round(estimate_data["startup_s"], 1)
         estimate_data["per_trial_s"] = {k: round(v, 3) for k, v in estimate_data["per_trial_s"].items()}
         estimate_data["total_s"] = [round(v, 1) for v in estimate_data["total_s"]]
         return data

@@ -9,6 +9,10 @@ from .cost import duration
 from .lower import Plan
 
 
+ROUGH = ("rough: fitted to CPU runs of three models (bench/cost_model.py), within 2x of them; another model "
+         "shape, a GPU or a busy machine can put it several times off; constants in compiler/data/cost_model.json")
+
+
 def plan_summary(plan: Plan) -> dict[str, Any]:
     """Everything a reviewer asks before starting a long search, as plain JSON data."""
     b, t = plan.budget, plan.time_estimate
@@ -30,11 +34,12 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": plan.study_db},
         "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.disk_estimate_bytes - b.dump_bytes,
                  "output_dump_bytes": b.dump_bytes, "lower_bound": b.dump_is_lower_bound},
-        "time": {"per_trial_s": {k: round(v, 3) for k, v in t.per_trial_s.items()},
+        "time": {"startup_s": round(t.startup_s, 1),
+                 "per_trial_s": {k: round(v, 3) for k, v in t.per_trial_s.items()},
                  "finetune_iterations": t.iterations,
                  "total_s": [round(v, 1) for v in t.total_s],
                  "samples_assumed": t.samples_assumed,
-                 "rough": "good to a factor of ten; constants in compiler/data/cost_model.json"},
+                 "rough": ROUGH},
         "environment": plan.environment,
     }
 
@@ -65,7 +70,7 @@ def summary_text(s: dict[str, Any]) -> str:
         ("disk", ("at least " if disk["lower_bound"] else "") + f"{gb(disk['estimate_bytes'])} "
                  f"({gb(disk['models_bytes'])} models, {gb(disk['output_dump_bytes'])} output dumps)"),
         ("time/trial", classes + (" (sample count assumed)" if time["samples_assumed"] else "")),
-        ("time", f"{total} (rough, good to a factor of ten)"),
+        ("time", f"{total}, {duration(time['startup_s'])} start-up included (rough: can be several times off)"),
         ("checked on", f"{env['source']}: Python {env['python']}, {env['accelerator']}; {found}"),
     ]
     width = max(len(k) for k, _ in rows)
