@@ -75,7 +75,7 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     from .report import load_studies
 
     facts = manifest["outputs"]["study"]
-    loaded = load_studies(out_dir / facts["db"], facts["name"], facts["name"] + GRID_STUDY_SUFFIX)
+    loaded = load_studies(out_dir / facts["db"], facts["name"], facts["name"] + GRID_STUDY_SUFFIX, facts.get("url_env"))
     if isinstance(loaded, str):
         return None
     trials = [t for _, study_trials in loaded for t in study_trials]

@@ -42,8 +42,8 @@ def settings(folder: Path, **changes: Any) -> Settings:
         script=str(folder / "fake_autosearch.py"), engine="qas", spec_hash="s", space_hash="h", device="cpu",
         torch_device="cpu", model="model.onnx", model_sha256={}, calibration={"folder": "calib", "limit": None}, eval_data=None,
         metric="L2", evaluator=None, direction="minimize", sampler="TPE", seed=0, n_trials=4, two_stage=True,
-        grid_configs=6, study_name="fake", study_db="fake_study.db", resume=True, plots=False, temp_dir="tmp",
-        requirements={}, search_space=SPACE)
+        grid_configs=6, study_name="fake", study_db="fake_study.journal", resume=True, plots=False, temp_dir="tmp",
+        requirements={}, search_space=SPACE, storage={"kind": "journal"})
     values.update(changes)
     return Settings(**values)
 
@@ -190,7 +190,8 @@ def test_the_float_score_under_a_user_evaluator_is_kept_in_the_study_and_best_co
     search.record_float_score(0.95)
     assert write_best(search)[contract.FLOAT_SCORE_ATTR] == 0.95
     assert json.loads((tmp_path / contract.BEST_CONFIG_FILE).read_text())[contract.FLOAT_SCORE_ATTR] == 0.95
-    reread = optuna.load_study(study_name="fake", storage=f"sqlite:///{tmp_path / 'fake_study.db'}")
+    reread = optuna.load_study(study_name="fake", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "fake_study.journal"))))
     assert reread.user_attrs[contract.FLOAT_SCORE_ATTR] == 0.95  # where `qas report` reads it
     (tmp_path / "plain").mkdir()
     plain, _ = run(settings(tmp_path / "plain"), FakeQuark())
@@ -308,31 +309,44 @@ def test_a_trial_past_its_time_limit_fails_with_the_reason_and_the_search_goes_o
     assert len(complete(search.grid_study)) == 4 and len(complete(search.sampler_study)) == 1
 
 
-@pytest.mark.parametrize("damage", ["emptied", "garbage", "truncated", "not optuna"])
+@pytest.mark.parametrize("damage", ["emptied", "garbage", "cut off", "not optuna"])
 def test_a_damaged_study_file_stops_the_search_naming_it_and_is_never_rewritten(tmp_path: Path, capsys: Any,
                                                                               damage: str) -> None:
-    import sqlite3
-
     run(settings(tmp_path, n_trials=1), FakeQuark())
-    db = tmp_path / "fake_study.db"
-    data = db.read_bytes()
+    journal = tmp_path / "fake_study.journal"
+    data = journal.read_bytes()
     if damage == "emptied":
-        db.write_bytes(b"")
+        journal.write_bytes(b"")
     elif damage == "garbage":
-        db.write_bytes(b"\x00garbage" * 100)
-    elif damage == "truncated":
-        db.write_bytes(data[: len(data) // 3])
+        journal.write_bytes(b"\x00garbage\n" * 100)
+    elif damage == "cut off":  # a write that never finished
+        journal.write_bytes(data[: len(data) - 7])
     else:
-        db.unlink()
-        with sqlite3.connect(db) as connection:
-            connection.execute("CREATE TABLE notes (text)")
-    before = db.read_bytes()
+        journal.write_text('{"notes": 1}\n')
+    before = journal.read_bytes()
     with pytest.raises(SystemExit) as stop:
         Search(settings(tmp_path, n_trials=1))
     assert stop.value.code == contract.EXIT_USAGE
     err = capsys.readouterr().err
-    assert f"the study file {db} is " in err and "qas leaves it as it is" in err and "Traceback" not in err
-    assert db.read_bytes() == before
+    assert f"the study file {journal} is " in err and "qas leaves it as it is" in err and "Traceback" not in err
+    assert journal.read_bytes() == before
+
+
+def test_a_damaged_sqlite_study_file_is_named_too(tmp_path: Path, capsys: Any) -> None:
+    from compiler.runtime.study_file import check_study_file
+
+    db = tmp_path / "x_study.db"
+    db.write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(SystemExit):
+        check_study_file(db)
+    assert "is not a SQLite database" in capsys.readouterr().err
+
+
+def test_a_study_left_in_an_earlier_sqlite_file_is_not_silently_started_over(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "fake_study.db").write_bytes(b"")
+    with pytest.raises(SystemExit):
+        Search(settings(tmp_path))
+    assert "holds its study in fake_study.db" in capsys.readouterr().err and not (tmp_path / "fake_study.journal").exists()
 
 
 def test_a_model_changed_since_compile_is_refused_with_the_fix(tmp_path: Path, capsys: Any) -> None:

@@ -15,10 +15,13 @@ from typing import Any, NamedTuple
 from ..runtime.contract import (
     ATTR_CONFIG,
     ATTR_ERROR,
+    ATTR_GRID_INDEX,
     ATTR_INTERRUPTED,
     ATTR_MODEL,
+    ATTR_RETRIED_FROM,
     ATTR_REUSED_FROM,
     ATTR_STAGE,
+    ATTR_WORKER,
     BEST_CONFIG_FILE,
     FLOAT_SCORE_ATTR,
     GRID_STUDY_SUFFIX,
@@ -41,7 +44,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         return manifest
     facts = manifest["outputs"]["study"]
     grid_name = facts["name"] + GRID_STUDY_SUFFIX
-    loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name)
+    loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name, facts.get("url_env"))
     if isinstance(loaded, str):
         return loaded
     (main, main_trials), (grid, grid_trials) = loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
@@ -69,6 +72,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "interrupted": sum(1 for r in rows if r.trial.state == TrialState.FAIL) - len(failed),
         "running": sum(1 for r in rows if r.trial.state == TrialState.RUNNING),
         "pruned": sum(1 for r in rows if r.trial.state == TrialState.PRUNED),
+        "waiting": sum(1 for r in rows if r.trial.state == TrialState.WAITING),
+        "retried": sum(1 for r in rows if ATTR_RETRIED_FROM in r.trial.user_attrs),
         "reused": sum(1 for r in complete if ATTR_REUSED_FROM in r.trial.user_attrs),
         "total": len(rows),
     }
@@ -118,7 +123,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "sampler": sampler,
         "device": manifest["search"].get("device"),
         "run_status": run.get("status") if isinstance(run, dict) else None,
-        "study": {"db": facts["db"], "name": facts["name"], "grid_name": grid_name if grid is not None else None},
+        "study": {"db": facts["db"], "name": facts["name"], "grid_name": grid_name if grid is not None else None,
+                  "url_env": facts.get("url_env")},
         "budget": {"effective_trials": budget["effective_trials"], "grid_configs": budget["grid_configs"],
                    "models_produced": budget.get("models_produced")},
         "trials": counts,
@@ -134,8 +140,38 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
                      for r in failed],
         "importances": found,
         "importances_study": source.study_name if found else None,
+        "workers": _workers(rows),
+        "all_trials": [_trial_row(r, numbers) for r in rows],
         "notes": notes,
     }
+
+
+def _trial_row(r: _Row, numbers: dict[tuple[str, int], Any]) -> dict[str, Any]:
+    """One trial as `qas report --format json` lists it, so a reviewer can check that nothing ran twice."""
+    a = r.trial.user_attrs
+    return {"number": r.trial.number, "study": r.study, "stage": r.stage, "state": r.trial.state.name,
+            "value": r.trial.value, "config": a.get(ATTR_CONFIG), "grid_index": a.get(ATTR_GRID_INDEX),
+            "worker": a.get(ATTR_WORKER), "model": _model_of(r, numbers), "reused_from": a.get(ATTR_REUSED_FROM),
+            "retried_from": a.get(ATTR_RETRIED_FROM), "interrupted": bool(a.get(ATTR_INTERRUPTED)),
+            "error": a.get(ATTR_ERROR)}
+
+
+def _workers(rows: list[_Row]) -> dict[str, dict[str, int]]:
+    """Per worker ("<index>@<host>:<pid>"): its complete, failed, interrupted and running trials."""
+    found: dict[str, dict[str, int]] = {}
+    for r in rows:
+        worker = r.trial.user_attrs.get(ATTR_WORKER)
+        if worker is None or r.trial.state.name == "WAITING":
+            continue
+        counts = found.setdefault(worker, {"complete": 0, "failed": 0, "interrupted": 0, "running": 0})
+        state = r.trial.state.name
+        if state == "COMPLETE":
+            counts["complete"] += 1
+        elif state == "RUNNING":
+            counts["running"] += 1
+        elif state == "FAIL":
+            counts["interrupted" if r.trial.user_attrs.get(ATTR_INTERRUPTED) else "failed"] += 1
+    return dict(sorted(found.items()))
 
 
 class _Row(NamedTuple):

@@ -34,7 +34,8 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
     shown = view(report)
     facts = report["study"]
     complete = report["trials"]["complete_sampler"] + report["trials"]["complete_grid"]
-    loaded = load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "") if complete else None
+    loaded = (load_studies(out_dir / facts["db"], facts["name"], facts["grid_name"] or "", facts.get("url_env"))
+              if complete else None)
     if loaded is None:
         notes.append("no plots: no trial has completed")
     elif isinstance(loaded, str):

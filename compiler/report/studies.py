@@ -6,6 +6,7 @@ Optuna and SQLAlchemy are imported inside the functions so `import compiler.repo
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import warnings
 from pathlib import Path
@@ -17,31 +18,52 @@ from .manifest import first_line
 ROUGH_BELOW = 50  # PED-ANOVA wants >= 5 trials in its top 10 %, so importances from fewer trials are rough
 
 
-def load_studies(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
-    """The study DB and names in; [(study, its trials)] opened read-only out (the grid study second, when
-    there is one), or an error line."""
-    if not db.is_file():
-        return f"no study database {db} (has the search run?)"
-    damaged = study_file_problem(db)
-    if damaged is not None:
-        return damaged
+def load_studies(db: Path, name: str, grid_name: str, url_env: str | None = None) -> list[tuple[Any, list[Any]]] | str:
+    """The study file (a journal, or SQLite) or, with url_env, the database named by that environment variable, and
+    the study names in; [(study, its trials)] opened for reading out (the grid study second, when there is one),
+    or an error line."""
+    if url_env is None:
+        if not db.is_file():
+            return f"no study file {db} (has the search run?)"
+        damaged = study_file_problem(db)
+        if damaged is not None:
+            return damaged
+    elif not os.environ.get(url_env):
+        return f"the study is in the database named by ${url_env}, and ${url_env} is not set here"
     with warnings.catch_warnings():
         # list choices (Quark's PercentileCandidates) load with a warning about persistent storage; the
         # importances note says what matters about them
         warnings.filterwarnings("ignore", "Choices for a categorical distribution", UserWarning)
-        return _load(db, name, grid_name)
+        return _load(db, name, grid_name, url_env)
 
 
-def _load(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | str:
+def _reader(db: Path, url_env: str | None) -> Any:
+    """A storage that reads the study and never creates, migrates or writes it."""
+    import optuna
+
+    if url_env is not None:
+        from ..runtime.storage import storage_url
+
+        return optuna.storages.RDBStorage(storage_url(url_env), skip_table_creation=True,
+                                          skip_compatibility_check=False)
+    if db.suffix == ".journal":
+        from optuna.storages.journal import JournalFileBackend
+
+        return optuna.storages.JournalStorage(JournalFileBackend(str(db)))  # reads the log; writes nothing
+    uri = db.resolve().as_uri() + "?mode=ro"  # read-only SQLite
+    return optuna.storages.RDBStorage("sqlite://", engine_kwargs={"creator": lambda: sqlite3.connect(uri, uri=True)})
+
+
+def _load(db: Path, name: str, grid_name: str, url_env: str | None) -> list[tuple[Any, list[Any]]] | str:
     """load_studies' work, under its warning filter."""
     import optuna
     from optuna.exceptions import StorageInternalError
-    from sqlalchemy.exc import DatabaseError
+    from sqlalchemy.exc import DatabaseError, OperationalError
 
-    uri = db.resolve().as_uri() + "?mode=ro"  # read-only: a report never creates, migrates or writes the DB
+    if url_env is not None:
+        db = Path(f"${url_env}")  # how the messages below name the storage
     try:
-        storage = optuna.storages.RDBStorage(
-            "sqlite://", engine_kwargs={"creator": lambda: sqlite3.connect(uri, uri=True)})
+        storage = _reader(db, url_env)
         names = optuna.get_all_study_names(storage)
         if name not in names:
             held = ", ".join(repr(n) for n in names) or "no studies"
@@ -53,6 +75,8 @@ def _load(db: Path, name: str, grid_name: str) -> list[tuple[Any, list[Any]]] | 
         if len(studies) == 2 and studies[0].direction != studies[1].direction:
             return f"studies {name!r} and {grid_name!r} in {db} optimize in opposite directions"
         return [(study, study.get_trials(deepcopy=False)) for study in studies]
+    except OperationalError as exc:  # the database server did not answer
+        return f"cannot reach the study storage {db}: {first_line(getattr(exc, 'orig', None) or exc)}"
     except DatabaseError as exc:  # not SQLite, or SQLite without Optuna's tables (read-only, so not created)
         return f"{db} is not a readable Optuna study database: {first_line(getattr(exc, 'orig', None) or exc)}"
     except (StorageInternalError, RuntimeError) as exc:  # RuntimeError: schema from another Optuna version

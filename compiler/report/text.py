@@ -27,7 +27,7 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         if b["grid_configs"] or t["complete_grid"]:
             trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
     trials += " (budget reached)" if r["budget_reached"] else " (budget NOT reached)"
-    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "running", "pruned") if t[k]]
+    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "waiting", "pruned") if t.get(k)]
     trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials recorded"
     if t["reused"]:
         trials += f"; {t['reused']} reused an earlier score"
@@ -37,6 +37,9 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
                    + (f", run {r['run_status']}" if r["run_status"] else "")),
         ("trials", trials),
     ]
+    if len(r.get("workers", {})) > 1:
+        facts.append(("workers", "; ".join(f"{w}: {c['complete']} complete" + "".join(
+            f", {c[k]} {k}" for k in ("failed", "interrupted", "running") if c[k]) for w, c in r["workers"].items())))
     if r["metric"] is not None:
         facts.append(("float model", _float_model(metric, higher, float_score)))
     config_json = None

@@ -15,16 +15,26 @@ from pathlib import Path
 from typing import TextIO
 
 _terminal: dict[str, TextIO] = {}  # "out"/"err" -> the original stdout/stderr, once output is routed
+_tag: list[str] = []  # "worker K" in a worker of several: its lines say which worker they come from
+
+
+def set_tag(tag: str) -> None:
+    """From now on, qas's lines read "qas [TAG]: ..." (a worker among several)."""
+    _tag[:] = [tag]
+
+
+def _tagged(line: str) -> str:
+    return f"qas [{_tag[0]}]:{line[4:]}" if _tag and line.startswith("qas:") else line
 
 
 def say(line: str) -> None:
     """A progress line of qas's own, on the terminal's stdout."""
-    print(line, file=_terminal.get("out", sys.stdout), flush=True)
+    print(_tagged(line), file=_terminal.get("out", sys.stdout), flush=True)
 
 
 def warn(line: str) -> None:
     """A warning or error line of qas's own, on the terminal's stderr."""
-    print(line, file=_terminal.get("err", sys.stderr), flush=True)
+    print(_tagged(line), file=_terminal.get("err", sys.stderr), flush=True)
 
 
 def route_library_output(log_path: Path) -> None:

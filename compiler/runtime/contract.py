@@ -27,9 +27,10 @@ def script_file(name: str) -> str:
     return f"{name}_autosearch.py"
 
 
-def study_file(name: str) -> str:
-    """The spec's name in; the SQLite study file's name out."""
-    return f"{name}_study.db"
+def study_file(name: str, kind: str = "journal") -> str:
+    """The spec's name and the storage kind in; the study file's name out (with a URL storage: the base name of
+    the local lock files)."""
+    return {"journal": f"{name}_study.journal", "sqlite": f"{name}_study.db", "url": f"{name}_study"}[kind]
 
 
 # --- Studies ---------------------------------------------------------------------------------------
@@ -48,6 +49,10 @@ ATTR_GRID_INDEX = "grid_index"  # grid trials: the index into the grid configura
 ATTR_REUSED_FROM = "reused_from"  # a repeated configuration: the trial that was really quantized
 ATTR_INTERRUPTED = "interrupted"  # a FAIL trial that was stopped, not failed (not a failure)
 ATTR_ERROR = "error"  # a FAIL trial: "<ExceptionType>: <message>"
+ATTR_SLOT = "slot"  # an enqueued (WAITING) trial of the budget: STAGE_GRID | STAGE_SAMPLER
+ATTR_WORKER = "worker"  # who ran the trial: "<index>@<host>:<pid>"
+ATTR_ARTIFACT = "artifact"  # with storage.artifacts: the trial's model in Optuna's artifact store
+ATTR_RETRIED_FROM = "retried_from"  # a slot queued again for a trial whose worker stopped: that trial's number
 STAGE_GRID = "grid"
 STAGE_SAMPLER = "sampler"
 
@@ -69,6 +74,8 @@ SAMPLER_CLASSES = {
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
 IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL"}  # distributions whose module is named otherwise
+DEFAULT_HEARTBEAT_SECONDS = 10.0  # URL storage: how often a worker records that its trial is alive
+DEFAULT_GRACE_SECONDS = 60.0  # URL storage: a RUNNING trial without a heartbeat this long is a dead worker's
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 
 
@@ -89,6 +96,8 @@ class Engine:
     writes: tuple[str, ...]  # files the search writes besides the study and the quantized models
     winner: str  # the winner's file name
     grid_winner: str  # the winner's file name when the search is grid-only
+    storages: tuple[str, ...] = ("sqlite",)  # storage kinds it can use; the first is the default
+    workers: bool = False  # runs several worker processes on one study
 
     def winner_pattern(self, grid_only: bool) -> str:
         """The winner's file name (a pattern with <trial> or <index>) for this kind of search."""
@@ -99,12 +108,14 @@ ENGINES = {
     "qas": Engine(
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
         space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
-        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
+        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE,
+        storages=("journal", "url"), workers=True),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
         trial_timeout=False,
         space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
         writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE, SEARCH_LOG_FILE),
-        winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),
+        winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx",
+        storages=("sqlite",), workers=False),  # Quark hard-wires SQLite, and its n_jobs > 1 crashes (F2)
 }
 DEFAULT_ENGINE = "qas"

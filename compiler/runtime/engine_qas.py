@@ -1,81 +1,90 @@
 """Engine qas: settings in; a search over Quark's quantizer driven by qas's own Optuna loop, best_config.json and best_model.onnx out.
 
-Two studies in one SQLite file: the grid stage's (every configuration once, by index) and the sampler's
-(up to n_trials complete in total, across re-runs). A configuration already scored is answered from
-the study, a trial that raises is a FAIL and the search goes on until max_failures, Ctrl-C marks the
-trial in hand interrupted and exits EXIT_INTERRUPTED. The quantizer and the scorer are passed in, so
-the loop runs in tests without amd-quark.
+Two studies in one storage (storage.py): the grid stage's (every configuration once, by index) and the
+sampler's (up to n_trials complete in total, across re-runs and workers). Each worker claims queued
+slots (slots.py) until the budget is reached, so any number of workers, on one machine or many, share
+one exact budget. A configuration already scored is answered from the study, a trial that raises is a
+FAIL and the search goes on until max_failures (counted across workers), Ctrl-C marks the trial in
+hand interrupted, queues it again and exits EXIT_INTERRUPTED. The quantizer and the scorer are passed
+in, so the loop runs in tests without amd-quark.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
 from . import contract
+from .artifacts import fetch_artifact, remove_artifact, store_artifact
 from .checks import fail
 from .console import say, warn
 from .files import write_json
+from .roles import Role
 from .settings import Settings
+from .slots import Slots
 from .space import config_key, pinned_stage2_space, stage_configs, suggest_config
 from . import stopping
 from .stopping import TrialTimer
-from .study_file import check_study_file
+from .storage import (STORAGE_RETRIES, Heartbeat, check_study_storage, describe, is_storage_error, open_storage_for,
+                      wait_between_polls)
+from .workers import run_workers
 
+WORKER_SEED_STRIDE = 1000  # worker K's sampler seed is seed + 1000 K (+ the trials already run)
 Quantize = Callable[[dict[str, Any], Path], None]  # (nested config, output path): writes the quantized model
 Score = Callable[[Path], float]  # a quantized model's path in; its objective value out
 
 
 class Search:
-    """The grid and sampler studies of one output folder, the trial loop, failure counting and model pruning."""
+    """One worker's view of the grid and sampler studies: slots claimed, trials run, failures counted, models pruned."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, worker_index: int = 0, joining: bool = False) -> None:
+        """Open (or create, once) the studies and queue the budget's slots. `joining`: another process started
+        the search (a worker of `--workers N`, or `--worker` on another machine), so an existing study is the
+        point, not a mistake to refuse."""
         import optuna
+
+        from .lock import hold_worker_lock, worker_name
 
         self.optuna = optuna
         self.settings = settings
+        self.worker = worker_name(worker_index)
+        self.worker_index = worker_index
         self.quantize: Quantize | None = None  # set by attach(), once there is a trial to run
         self.score: Score | None = None
-        db = settings.path(settings.study_db)
-        check_study_file(db)
-        storage = self.storage = optuna.storages.RDBStorage(settings.storage_url)
-        names = {s.study_name for s in optuna.get_all_study_summaries(storage)} if db.exists() else set()
-        if names & {settings.study_name, settings.grid_study_name} and not settings.resume:
-            fail(f"study {settings.study_name!r} already exists in {db}; set output.resume: true or move it away")
+        self._orphaned = False  # a storage error may have left this worker's trial RUNNING
+        check_study_storage(settings)
+        hold_worker_lock()  # before any claim: a RUNNING trial of a live worker is never taken for a dead one's
+        storage = self.storage = open_storage_for(settings)
+        names = set(optuna.get_all_study_names(storage))
+        if names & {settings.study_name, settings.grid_study_name} and not settings.resume and not joining:
+            fail(f"study {settings.study_name!r} already exists in {describe(settings)}; set output.resume: true "
+                 "or move it away")
         self.sampler_study = optuna.create_study(study_name=settings.study_name, storage=storage,
-                                                 direction=settings.direction, load_if_exists=True,
-                                                 sampler=self._sampler(len(self._trials_of(settings.study_name))))
+                                                 direction=settings.direction, load_if_exists=True)
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
                                               direction=settings.direction, load_if_exists=True)
-        stale = self.fail_running("its process ended without finishing it (killed, or the machine stopped)")
-        if stale:
-            say(f"qas: {stale} trial(s) left RUNNING by an earlier run were marked interrupted")
+        self.sampler_study.sampler = self._sampler(len(self.sampler_study.get_trials(deepcopy=False)))
+        self.slots = Slots(settings, storage, self.grid_study, self.sampler_study)
+        self.top_up()
 
-    def fail_running(self, reason: str) -> int:
-        """Mark every RUNNING trial FAIL and interrupted (not a failure); the count out.
-
-        Called only while this process holds the study lock (launch.py), so no live process owns them.
-        """
-        running = self.trials("RUNNING")
-        for t in running:  # the storage API takes trial ids; FrozenTrial keeps its id in _trial_id
-            self.storage.set_trial_user_attr(t._trial_id, contract.ATTR_INTERRUPTED, True)
-            self.storage.set_trial_user_attr(t._trial_id, contract.ATTR_ERROR, f"interrupted: {reason}")
-            self.storage.set_trial_state_values(t._trial_id, self.optuna.trial.TrialState.FAIL)
-        return len(running)
-
-    def _trials_of(self, name: str) -> list[Any]:
-        try:
-            return self.optuna.load_study(study_name=name, storage=self.storage).trials
-        except KeyError:
-            return []
+    def top_up(self) -> None:
+        """Queue the budget's missing slots (and queue again the trials of workers that died), saying so."""
+        dead = self.slots.top_up(self.failures())
+        if dead:
+            say(f"qas: {dead} trial(s) left RUNNING by a worker that is gone were marked interrupted "
+                "and queued again")
 
     def _sampler(self, done: int) -> Any:
-        # Seeded (F9). On resume the seed moves on by the trials already run: the same seed again would
-        # redraw the first run's start-up configurations.
+        # Seeded (F9), differently per worker and deterministically: the seed moves on by the worker's index and
+        # by the trials already run (the same seed again would redraw the first run's start-up configurations).
+        # TPE lies about the trials other workers are running, so they are not all drawn alike.
         name = contract.SAMPLER_CLASSES.get(self.settings.sampler, "TPESampler")
-        return getattr(self.optuna.samplers, name)(seed=self.settings.seed + done)
+        seed = self.settings.seed + WORKER_SEED_STRIDE * self.worker_index + done
+        options = {"constant_liar": True} if name == "TPESampler" else {}
+        return getattr(self.optuna.samplers, name)(seed=seed, **options)
 
     def record_float_score(self, score: float) -> None:
         """Keep the float model's score under the user evaluator (as it returned it) in the sampler study, so the
@@ -89,11 +98,16 @@ class Search:
     def complete(self, study: Any) -> list[Any]:
         return [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
 
+    def grid_settled(self) -> set[int]:
+        """Grid indices that are done: complete, or failed by their configuration (run again, they fail again)."""
+        return {t.user_attrs.get(contract.ATTR_GRID_INDEX) for t in self.grid_study.get_trials(deepcopy=False)
+                if t.state.name == "COMPLETE" or (t.state.name == "FAIL"
+                                                  and not t.user_attrs.get(contract.ATTR_INTERRUPTED))}
+
     def budget_reached(self) -> bool:
-        """Every grid configuration and sampler trial of the budget is complete."""
+        """Every grid configuration is done and every sampler trial of the budget complete."""
         grid_total, sampler_total = self.settings.stage_totals()
-        grid_done = {t.user_attrs.get(contract.ATTR_GRID_INDEX) for t in self.complete(self.grid_study)}
-        return len(grid_done) >= grid_total and len(self.complete(self.sampler_study)) >= sampler_total
+        return len(self.grid_settled()) >= grid_total and len(self.complete(self.sampler_study)) >= sampler_total
 
     def trials(self, state: str | None = None) -> list[Any]:
         found = self.grid_study.get_trials(deepcopy=False) + self.sampler_study.get_trials(deepcopy=False)
@@ -114,27 +128,39 @@ class Search:
         trial.set_user_attr(contract.ATTR_CONFIG, config)
         trial.set_user_attr(contract.ATTR_MODEL, model.name)
         try:
-            with TrialTimer(self.settings.trial_timeout):
+            with TrialTimer(self.settings.trial_timeout), Heartbeat(self.storage, trial._trial_id):
                 self.quantize(config, model)
                 value = self.score(model)
+                if not math.isfinite(value):
+                    raise ValueError(f"the score is {value}")
+                store_artifact(self.settings, trial, model)
         except KeyboardInterrupt:
-            trial.set_user_attr(contract.ATTR_INTERRUPTED, True)
-            study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+            with self.slots.lock():  # the configuration is queued again: a re-run (or another worker) finishes it
+                trial.set_user_attr(contract.ATTR_INTERRUPTED, True)
+                study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+                if stage == contract.STAGE_SAMPLER:
+                    self.slots.requeue_sampler(trial)
             model.unlink(missing_ok=True)
             raise
         except Exception as error:  # noqa: BLE001 - any failure of one trial is that trial's (F10)
+            if is_storage_error(error):
+                raise
             trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}")
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             model.unlink(missing_ok=True)
             warn(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "
                  f"{self.failures()} of {self.settings.max_failures} failures allowed")
+            self.top_up()  # a failed sampler trial's slot is queued again (while failures are allowed)
             return
         study.tell(trial, value)
         self.prune_models()
         say(f"qas: {stage} trial {trial.number}: {value:.6g} (best {self.ranked()[0].value:.6g})")
 
     def prune_models(self) -> None:
-        """Delete the models keep_models does not keep; never the current best (nor a model a kept trial reuses)."""
+        """Delete the models keep_models does not keep: never the current best, nor a model a kept trial reuses.
+
+        Safe beside other workers: only complete trials are ranked (a model being scored is not), and a new
+        trial only pushes others down the ranking, so a model deleted here is never needed again."""
         keep_models = self.settings.keep_models
         if keep_models == "all":
             return
@@ -144,92 +170,160 @@ class Search:
         for t in ranked[keep:]:
             if t.user_attrs[contract.ATTR_MODEL] not in kept:
                 self.settings.path(t.user_attrs[contract.ATTR_MODEL]).unlink(missing_ok=True)
+                if contract.ATTR_REUSED_FROM not in t.user_attrs:
+                    remove_artifact(self.settings, t)
 
-    def too_many_failures(self) -> bool:
-        if self.failures() >= self.settings.max_failures:
-            warn(f"qas: stopping: {self.failures()} trials failed (max_failures {self.settings.max_failures}); "
-                 "see the trials' `error` attributes")
-            return True
-        return False
-
-    def grid_stage(self, configs: list[dict[str, Any]]) -> None:
-        """Every grid configuration once; a completed one is never run again."""
-        done = {t.user_attrs[contract.ATTR_GRID_INDEX] for t in self.complete(self.grid_study)}
-        for index, config in enumerate(configs):
-            if index in done:
-                continue
-            if stopping.requested():
-                raise KeyboardInterrupt
-            if self.too_many_failures():
-                return
-            trial = self.grid_study.ask()
-            trial.set_user_attr(contract.ATTR_GRID_INDEX, index)
-            self.run_trial(self.grid_study, trial, config, contract.STAGE_GRID)
+    def failures_exhausted(self) -> bool:
+        return self.failures() >= self.settings.max_failures
 
     def stage2_space(self) -> dict[str, Any] | None:
-        """The sampler stage's space: fine-tuning keys plus the grid winner's settings, pinned once sampling began."""
-        grid_done = self.complete(self.grid_study)
-        if not grid_done:
-            return None
+        """The sampler stage's space: fine-tuning keys plus the pinned grid winner's settings (None before a pin)."""
         winner_number = self.sampler_study.user_attrs.get(contract.GRID_WINNER_ATTR)
         if winner_number is None:
-            winner = self.ranked(grid_done)[0]
-            self.sampler_study.set_user_attr(contract.GRID_WINNER_ATTR, winner.number)
-        else:
-            winner = next(t for t in grid_done if t.number == winner_number)
+            return None
+        winner = next(t for t in self.complete(self.grid_study) if t.number == winner_number)
         return pinned_stage2_space(self.settings.search_space, winner.user_attrs[contract.ATTR_CONFIG])
 
-    def sampler_stage(self, space: dict[str, Any]) -> None:
-        """Sampler trials up to n_trials complete in total; a configuration already scored is answered from the study."""
+    def run_slot(self, study: Any, trial: Any, stage: str, grid_configs: list[dict[str, Any]]) -> None:
+        """One claimed slot: a grid configuration by its index, or a sampler draw (answered from the study when that
+        configuration is already scored, here or by another worker)."""
+        if stage == contract.STAGE_GRID:
+            index = trial.user_attrs[contract.ATTR_GRID_INDEX]
+            self.run_trial(study, trial, grid_configs[index], stage)
+            return
+        space = self.stage2_space() if self.settings.two_stage else self.settings.search_space
+        if space is None:  # cannot happen: sampler slots are queued only once the winner is pinned
+            fail("a sampler slot was queued before the grid stage's winner was pinned")
+        config = suggest_config(trial, space)
+        previous = self.scored(config)
+        if previous is None:
+            self.run_trial(study, trial, config, stage)
+            return
+        source = previous.user_attrs.get(contract.ATTR_REUSED_FROM, previous.number)  # the trial really quantized
+        for key in (contract.ATTR_STAGE, contract.ATTR_CONFIG, contract.ATTR_MODEL):
+            trial.set_user_attr(key, previous.user_attrs[key])
+        trial.set_user_attr(contract.ATTR_REUSED_FROM, source)
+        study.tell(trial, previous.value)
+        say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
+
+    def scored(self, config: dict[str, Any]) -> Any:
+        """The complete sampler trial with this configuration, waiting for another worker running it; else None."""
+        key = config_key(config)
         while True:
-            if stopping.requested():
-                raise KeyboardInterrupt
-            complete = self.complete(self.sampler_study)
-            if len(complete) >= self.settings.n_trials or self.too_many_failures():
-                return
-            scored = {config_key(t.user_attrs[contract.ATTR_CONFIG]): t for t in complete}
-            trial = self.sampler_study.ask()
-            config = suggest_config(trial, space)
-            previous = scored.get(config_key(config))
-            if previous is None:
-                self.run_trial(self.sampler_study, trial, config, contract.STAGE_SAMPLER)
-                continue
-            source = previous.user_attrs.get(contract.ATTR_REUSED_FROM, previous.number)  # the trial really quantized
-            for key in (contract.ATTR_STAGE, contract.ATTR_CONFIG, contract.ATTR_MODEL):
-                trial.set_user_attr(key, previous.user_attrs[key])
-            trial.set_user_attr(contract.ATTR_REUSED_FROM, source)
-            self.sampler_study.tell(trial, previous.value)
-            say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
+            trials = [t for t in self.sampler_study.get_trials(deepcopy=False)
+                      if t.user_attrs.get(contract.ATTR_CONFIG) is not None and config_key(t.user_attrs[contract.ATTR_CONFIG]) == key]
+            done = [t for t in trials if t.state.name == "COMPLETE"]
+            if done:
+                return done[0]
+            if not any(t.state.name == "RUNNING" and t.user_attrs.get(contract.ATTR_WORKER) != self.worker
+                       for t in trials):
+                return None
+            wait_between_polls()  # another worker is quantizing it: its result will be this one's
 
     def run(self, grid_configs: list[dict[str, Any]]) -> int | None:
-        """The grid stage, then the sampler stage when the budget has one; EXIT_INTERRUPTED after Ctrl-C, else None."""
-        settings = self.settings
+        """Claim and run slots until the budget is reached (by every worker); EXIT_INTERRUPTED after Ctrl-C, else None."""
+        lost: list[BaseException] = []  # storage errors in a row
         try:
-            self.grid_stage(grid_configs)
-            if settings.stage_totals()[1] > 0 and self.failures() < settings.max_failures:
-                space = self.stage2_space() if settings.two_stage else settings.search_space
-                if space is None:
-                    fail("no grid-stage trial completed, so the sampler stage has no settings to start from")
-                self.sampler_stage(space)
+            while True:
+                if stopping.requested():
+                    raise KeyboardInterrupt
+                try:
+                    if self.step(grid_configs) == "done":
+                        break
+                    lost.clear()
+                except Exception as error:  # noqa: BLE001 - only the storage's are retried; the rest re-raised
+                    if not is_storage_error(error):
+                        raise
+                    lost.append(error)
+                    self._orphaned = True
+                    self.storage_lost(lost)
         except KeyboardInterrupt:
-            self.fail_running("stopped by a signal between trials")  # a trial asked but not yet begun
+            self.slots.release_owned(self.worker, "stopped by a signal between trials")  # claimed, not yet begun
             done = len(self.trials("COMPLETE"))
             warn(f"qas: interrupted after {done} completed trials; re-run to resume")
             return contract.EXIT_INTERRUPTED
+        if self.failures_exhausted():
+            warn(f"qas: stopping: {self.failures()} trials failed (max_failures {self.settings.max_failures}); "
+                 "see the trials' `error` attributes")
         return None
+
+    def step(self, grid_configs: list[dict[str, Any]]) -> str | None:
+        """Claim one slot and run it, or wait for other workers' trials; "done" when this worker's work is over."""
+        if self.failures_exhausted():
+            return "done"
+        if self._orphaned:  # the storage failed mid-trial: that trial, still RUNNING under this worker, goes back
+            self.slots.release_owned(self.worker, "the study storage failed while it ran")
+            self._orphaned = False
+        claimed = self.slots.claim(self.worker) or self._claim_after_top_up()
+        if claimed == "done":
+            return "done"
+        if claimed is None:
+            wait_between_polls()  # other workers hold the last slots: theirs may fail and be queued again
+            return None
+        study, trial, stage = claimed
+        self.run_slot(study, trial, stage, grid_configs)
+        return None
+
+    def storage_lost(self, errors: list[BaseException]) -> None:
+        """The storage did not answer: wait and try again, a few times, then stop (EXIT_FAILED) saying so."""
+        import time
+
+        error = errors[-1]
+        what = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        if len(errors) > len(STORAGE_RETRIES):
+            warn(f"qas: error: lost the study storage ({describe(self.settings)}) after {len(errors)} tries: {what}; "
+                 "the trials it holds are safe: start this worker again once the storage is back")
+            raise SystemExit(contract.EXIT_FAILED)
+        delay = STORAGE_RETRIES[len(errors) - 1]
+        warn(f"qas: the study storage did not answer ({what}); trying again in {delay:g} s "
+             f"({len(errors)} of {len(STORAGE_RETRIES)})")
+        time.sleep(delay)
+
+    def _claim_after_top_up(self) -> Any:
+        """No slot waited: queue what is missing and claim again; "done" when nothing is left to run."""
+        if self.budget_reached():
+            return "done"
+        self.top_up()
+        claimed = self.slots.claim(self.worker)
+        if claimed is not None:
+            return claimed
+        if self.budget_reached() or self.failures_exhausted():
+            return "done"
+        if self.trials("RUNNING") or self.trials("WAITING"):
+            return None
+        if not self.complete(self.grid_study) and self.settings.two_stage:
+            fail("no grid-stage trial completed, so the sampler stage has no settings to start from")
+        return "done"
 
 
 def write_best(search: Search) -> dict[str, Any]:
-    """The best complete trial in the studies in; best_model.onnx and best_config.json written, and the summary out."""
+    """The best complete trial in the studies in; best_model.onnx and best_config.json written, and the summary out.
+
+    The winner's model may have been written by a worker on another machine: it is then fetched from the
+    artifact folder, or (without one) best_config.json says where it is and best_model.onnx is not written."""
     settings = search.settings
     ranked = search.ranked()
     if not ranked:
         fail(f"no trial completed; {search.failures()} failed (see the trials' `error` attributes)")
     best = ranked[0]
     stage = best.user_attrs[contract.ATTR_STAGE]
+    source = best if contract.ATTR_REUSED_FROM not in best.user_attrs else next(
+        (t for t in ranked if t.number == best.user_attrs[contract.ATTR_REUSED_FROM]
+         and t.user_attrs[contract.ATTR_STAGE] == stage), best)
     temp = settings.best_model_path.with_name(settings.best_model_path.name + ".tmp")
-    shutil.copyfile(settings.path(best.user_attrs[contract.ATTR_MODEL]), temp)
-    os.replace(temp, settings.best_model_path)
+    local = settings.path(best.user_attrs[contract.ATTR_MODEL])
+    if local.is_file():
+        shutil.copyfile(local, temp)
+        copied = True
+    else:
+        copied = fetch_artifact(settings, source, temp)
+    if copied:
+        os.replace(temp, settings.best_model_path)
+    else:
+        settings.best_model_path.unlink(missing_ok=True)  # never leave an older winner under the winner's name
+        warn(f"qas: the best model, {best.user_attrs[contract.ATTR_MODEL]}, was written by worker "
+             f"{best.user_attrs.get(contract.ATTR_WORKER, '(unknown)')} in its own output folder; copy it from "
+             f"there (set storage.artifacts to a shared folder to have it here)")
     summary = {
         "stage": stage,
         "config": best.user_attrs[contract.ATTR_CONFIG],
@@ -237,7 +331,8 @@ def write_best(search: Search) -> dict[str, Any]:
         "trial_number": best.number,
         "study": settings.grid_study_name if stage == contract.STAGE_GRID else settings.study_name,
         "model": best.user_attrs[contract.ATTR_MODEL],
-        "best_model": contract.BEST_MODEL_FILE,
+        "best_model": contract.BEST_MODEL_FILE if copied else None,
+        "worker": best.user_attrs.get(contract.ATTR_WORKER),
         "trials_complete": len(search.complete(search.sampler_study)),
         "grid_complete": len(search.complete(search.grid_study)),
         "trials_failed": search.failures(),
@@ -313,18 +408,29 @@ def run_stages(search: Search) -> int | None:
     return search.run(configs)
 
 
-def main(settings: Settings) -> int:
-    """Run (or resume) the search; the process exit code out."""
+def main(settings: Settings, role: Role) -> int:
+    """Run (or resume) the search as `role` says (alone, launching workers, or as one worker); the exit code out."""
     os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
-    search = Search(settings)
+    search = Search(settings, role.index, joining=role.worker)  # the studies and slots exist before any worker
     if search.budget_reached():  # a re-run of a finished search: no readers, no float score, no Quark
-        say(f"qas: the budget ({settings.n_trials} trials) is already reached; nothing to run "
-            "(raise n_trials to go on)")
+        if not role.worker:
+            say(f"qas: the budget ({settings.n_trials} trials) is already reached; nothing to run "
+                "(raise n_trials to go on)")
+    elif role.workers > 1 and not role.worker:
+        code = run_workers(Path(settings.script), role.workers, role.verbose)
+        if code == contract.EXIT_INTERRUPTED:
+            return code
+        if code != contract.EXIT_OK and not search.budget_reached():
+            warn("qas: the workers stopped before the budget was reached; re-run to resume")
+            return code
     elif run_stages(search) == contract.EXIT_INTERRUPTED:
         return contract.EXIT_INTERRUPTED
+    if role.spawned:
+        return contract.EXIT_OK  # the launcher writes the winner once every worker has ended
     best = write_best(search)
     if settings.plots:
         say(f"qas: wrote {write_plots(search).name}")
-    say(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage), "
-        f"copied to {contract.BEST_MODEL_FILE}; see {contract.BEST_CONFIG_FILE}")
+    where = f"copied to {contract.BEST_MODEL_FILE}" if best["best_model"] else "not copied here"
+    say(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage), {where}; "
+        f"see {contract.BEST_CONFIG_FILE}")
     return contract.EXIT_OK

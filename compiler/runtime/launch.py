@@ -1,8 +1,10 @@
 """The script's entry point: settings and the script's arguments in; the checks, the engine's search, and the
 process exit code out.
 
-`python <name>_autosearch.py [--verbose]`: without --verbose, library output (Quark, onnxruntime, torch)
-goes to search.log in the output folder and the terminal shows qas's own lines.
+`python <name>_autosearch.py [--verbose] [--workers N]`: run the search here (with N worker processes);
+`... --worker [--worker-index K]`: join the study as one more worker (another machine, a cluster task).
+Without --verbose, library output (Quark, onnxruntime, torch) goes to search.log in the output folder
+and the terminal shows qas's own lines.
 """
 
 from __future__ import annotations
@@ -13,15 +15,39 @@ import traceback
 
 from . import contract, lock, stopping
 from .checks import check_device, check_model, check_packages
-from .console import route_library_output, warn
+from .console import route_library_output, set_tag, warn
+from .lock import release_worker_lock
+from .roles import Role, default_index
 from .settings import Settings
+from .workers import apply_share
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None, settings: Settings) -> Role:
+    """The script's arguments in; this process's role out (argparse exits EXIT_USAGE on bad ones)."""
     parser = argparse.ArgumentParser(description="Run (or resume) the quantization search compiled by qas.")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help=f"show Quark's, onnxruntime's and torch's output here instead of in {contract.SEARCH_LOG_FILE}")
-    return parser.parse_args(argv)
+    parser.add_argument("--workers", type=int, default=settings.workers, metavar="N",
+                        help=f"worker processes on this machine (default {settings.workers}, the spec's search.workers)")
+    parser.add_argument("--worker", action="store_true",
+                        help="join the study as one more worker (another machine or a cluster task); the storage "
+                             "must be shared (storage.url_env) for workers on other machines")
+    parser.add_argument("--worker-index", type=int, default=None, metavar="K",
+                        help="this worker's index: its sampler seed differs by it (default: $JOB_COMPLETION_INDEX, "
+                             "$SLURM_ARRAY_TASK_ID, else 0)")
+    parser.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)  # a launcher's worker
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be 1 or more")
+    index = default_index() if args.worker_index is None else args.worker_index
+    if index < 0:
+        parser.error("--worker-index must be 0 or more")
+    engine = contract.ENGINES[settings.engine]
+    if not engine.workers and (args.workers > 1 or args.worker):
+        parser.error(f"engine {engine.name} runs one process (Quark's n_jobs above 1 crashes); "
+                     "use engine qas for several workers")
+    return Role(workers=args.workers, worker=args.worker or args.spawned, index=index, spawned=args.spawned,
+                verbose=args.verbose)
 
 
 def main(settings: Settings, argv: list[str] | None = None) -> int:
@@ -30,26 +56,32 @@ def main(settings: Settings, argv: list[str] | None = None) -> int:
     SIGINT and SIGTERM stop the search cleanly from here on (exit EXIT_INTERRUPTED); an unexpected error
     ends it with EXIT_FAILED and its traceback in the log, not on the terminal.
     """
-    args = parse_args(argv)
+    role = parse_args(argv, settings)
     stopping.install()
+    apply_share()  # a launcher's worker: its share of the cores, before torch or onnxruntime start threads
     check_packages(settings.requirements)
     check_device(settings.device)
     check_model(settings.model_path, settings.model_sha256)
-    held = lock.acquire(settings.path(settings.study_db))
+    # One launcher per study and machine; a worker joins on purpose (the slots keep the budget exact)
+    held = None if role.worker else lock.acquire(settings.path(settings.study_db))
     log = settings.path(contract.SEARCH_LOG_FILE)
-    if not args.verbose:
+    if not role.verbose:
         route_library_output(log)
+    if role.worker:
+        set_tag(f"worker {role.index}")
     try:
         engine = importlib.import_module(f".{contract.ENGINES[settings.engine].entry}", __package__)
-        return engine.main(settings)
+        return engine.main(settings, role) if contract.ENGINES[settings.engine].workers else engine.main(settings)
     except KeyboardInterrupt:  # stopped before or after the trial loop (the loop handles its own)
         warn("qas: interrupted; re-run to resume")
         return contract.EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - a bug or an environment fault: say so, keep the traceback
         traceback.print_exc()  # into the log (stderr), or here with --verbose
-        where = "above" if args.verbose else f"in {log}"
+        where = "above" if role.verbose else f"in {log}"
         warn(f"qas: error: the search stopped on an unexpected {type(error).__name__}: {error}; "
              f"the traceback is {where}")
         return contract.EXIT_FAILED
     finally:
-        held.close()
+        release_worker_lock()
+        if held is not None:
+            held.close()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable
 
 from . import contract
+from .workers import CPUS_ENV
 from .readers import load_user_object
 
 
@@ -46,6 +48,9 @@ class Scorer:
 
         kind = self.device.split(":")[0]
         options = onnxruntime.SessionOptions()
+        threads = os.environ.get(CPUS_ENV)  # a worker of several on this machine: its share of the cores
+        if threads:
+            options.intra_op_num_threads = len(threads.split(","))
         options.register_custom_ops_library(get_library_path(kind.upper()))
         session = create_infer_session_for_onnx_model(str(model_path), options, providers=contract.PROVIDERS[kind])
         self.eval_reader.reset_iter()

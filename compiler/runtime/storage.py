@@ -1,0 +1,162 @@
+"""Where a study lives: settings in; an Optuna storage for the search (or for reading, for reports) out.
+
+Three kinds (settings.storage["kind"]):
+- journal: Optuna's JournalStorage on <name>_study.journal in the output folder (JournalFileBackend,
+  whose file lock makes it safe for several worker processes on one machine; SQLite is not: "database
+  is locked"). Workers on other machines cannot share it.
+- sqlite: <name>_study.db, engine autosearchpro only (Quark hard-wires SQLite and one process).
+- url: a PostgreSQL URL read at run time from the environment variable settings.storage["env"] (the spec
+  never holds it: it would hold a password). Heartbeats are on, so the trial of a worker that died on
+  another machine is failed by the others after the grace period.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from . import contract
+from .checks import fail
+
+CONNECT_TIMEOUT_SECONDS = 10  # a host that drops packets is a lost storage after this, not a hang
+POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgresql+psycopg2")
+
+
+def storage_url(env: str) -> str:
+    """The URL in environment variable `env`; a clear stop when it is unset or not PostgreSQL."""
+    url = os.environ.get(env, "").strip()
+    if not url:
+        fail(f"the study's storage is the database URL in ${env}, and ${env} is not set; set it to "
+             f"postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE (from a secret, not the spec)")
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in POSTGRES_SCHEMES:
+        fail(f"${env} is not a PostgreSQL URL (it starts {scheme or url[:12]!r}); qas shares studies on "
+             "PostgreSQL: postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE")
+    if scheme == "postgresql":  # SQLAlchemy's default driver is psycopg2; the one qas installs is psycopg 3
+        url = "postgresql+psycopg" + url[len("postgresql"):]
+    return url
+
+
+def shown(url: str) -> str:
+    """A URL as it may be printed: the password replaced by ***."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def open_storage(kind: str, study_path: Path, env: str | None = None,
+                 heartbeat: float | None = None, grace: float | None = None) -> Any:
+    """The search's storage (read-write; a journal or database is created when absent)."""
+    import optuna
+
+    if kind == "journal":
+        from optuna.storages.journal import JournalFileBackend
+
+        from .lock import FileLock
+
+        # An fcntl lock for the journal's appends: Optuna's own lock files outlive a SIGKILLed writer and block
+        # every other worker for their 30 s grace period; the OS releases an fcntl lock at once.
+        lock = FileLock(study_path.with_name(study_path.name + ".writelock"))
+        return optuna.storages.JournalStorage(JournalFileBackend(str(study_path), lock_obj=lock))
+    if kind == "sqlite":
+        return optuna.storages.RDBStorage(f"sqlite:///{study_path}")
+    if kind == "url":
+        url = storage_url(env or "")
+        try:
+            return optuna.storages.RDBStorage(
+                url, heartbeat_interval=int(max(1, round(heartbeat or contract.DEFAULT_HEARTBEAT_SECONDS))),
+                grace_period=int(max(2, round(grace or contract.DEFAULT_GRACE_SECONDS))),
+                engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_SECONDS}})
+        except Exception as error:  # noqa: BLE001 - a wrong host, password or database: say which, no traceback
+            fail(f"cannot open the study storage {shown(url)} (from ${env}): {type(error).__name__}: "
+                 f"{str(error).splitlines()[0] if str(error) else ''}")
+    raise ValueError(f"unknown storage kind {kind!r}")
+
+
+def open_storage_for(settings: Any) -> Any:
+    """open_storage for a compiled search's settings."""
+    s = settings.storage
+    return open_storage(s["kind"], settings.path(settings.study_db), s.get("env"), s.get("heartbeat"), s.get("grace"))
+
+
+def describe(settings: Any) -> str:
+    """Where the study lives, for messages: a file name or $ENV."""
+    if settings.storage_kind == "url":
+        return f"the database in ${settings.storage['env']}"
+    return settings.study_db
+
+
+POLL_SECONDS = 1.0  # how often a worker waiting on other workers' trials looks again
+STORAGE_RETRIES = (2.0, 4.0, 8.0, 16.0)  # seconds between tries when the storage does not answer; then stop
+
+
+def wait_between_polls() -> None:
+    """Wait one poll interval; a stop signal ends the wait (as KeyboardInterrupt)."""
+    import time
+
+    from . import stopping
+
+    time.sleep(POLL_SECONDS)
+    if stopping.requested():
+        raise KeyboardInterrupt
+
+
+def is_storage_error(error: BaseException) -> bool:
+    """The storage (a database, over the network) failed to answer, as opposed to a trial or a bug. Optuna wraps
+    every SQLAlchemy error in StorageInternalError, so the cause decides: a connection that failed (OperationalError)."""
+    try:
+        from sqlalchemy.exc import OperationalError
+    except ImportError:
+        return False
+    return isinstance(error, OperationalError) or isinstance(error.__cause__, OperationalError)
+
+
+class Heartbeat:
+    """While a trial runs on a storage with heartbeats (PostgreSQL), record one every interval from a thread, so
+    the other workers know this worker lives; without heartbeats (a journal file), nothing."""
+
+    def __init__(self, storage: Any, trial_id: int) -> None:
+        self.storage = storage
+        self.trial_id = trial_id
+        self.interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+        self._stop: Any = None
+
+    def __enter__(self) -> Heartbeat:
+        if self.interval:
+            import threading
+
+            self.storage.record_heartbeat(self.trial_id)
+            self._stop = threading.Event()
+            threading.Thread(target=self._beat, name="qas-heartbeat", daemon=True).start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:  # noqa: BLE001 - the database is away: the main thread finds out and says so
+                pass
+
+    def __exit__(self, *_exc: Any) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+
+def check_study_storage(settings: Any) -> None:
+    """Before Optuna opens a study file: stop on an emptied or damaged one, or on a study left in the SQLite file
+    an earlier qas wrote (the journal would silently start the search over beside it)."""
+    from .study_file import check_study_file
+
+    if settings.storage_kind == "url":
+        return
+    path = settings.path(settings.study_db)
+    check_study_file(path)
+    legacy = path.with_suffix(".db")
+    if settings.storage_kind == "journal" and not path.exists() and legacy.exists():
+        fail(f"this output folder holds its study in {legacy.name} (SQLite, written by an earlier qas) and the "
+             f"search now keeps it in {path.name}; copy it over once with python -c \"import optuna; from "
+             f"optuna.storages.journal import JournalFileBackend as J; optuna.copy_study(from_study_name='"
+             f"{settings.study_name}', from_storage='sqlite:///{legacy.name}', to_storage=optuna.storages."
+             f"JournalStorage(J('{path.name}')))\" (and the same for '{settings.grid_study_name}'), or move "
+             f"{legacy.name} away to start over")
