@@ -131,3 +131,161 @@ def qdq_model(path: Path) -> Path:
     quantization.quantize_static(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(path), Samples(),
                                  quant_format=quantization.QuantFormat.QDQ)
     return path
+
+
+# A real PostgreSQL server for the distributed search's shared Optuna storage: initdb and pg_ctl from Debian's
+# `postgresql` (.ci/run installs it where missing), run as the unprivileged `postgres` user when the tests run as root
+# (the server refuses root), listening on 127.0.0.1 on a free port with its unix socket in its own temp dir.
+PG_USER = "postgres"
+
+
+def postgres_bindir() -> Path | None:
+    """The folder holding the server's initdb and pg_ctl: pg_config's bindir, Debian's newest version folder, PATH."""
+    candidates = []
+    if pg_config := shutil.which("pg_config"):
+        found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
+        if found.returncode == 0:
+            candidates.append(Path(found.stdout.strip()))
+    versions = Path("/usr/lib/postgresql").glob("*/bin")
+    candidates += sorted(versions, key=lambda p: [int(x) for x in p.parent.name.split(".") if x.isdigit()], reverse=True)
+    if initdb := shutil.which("initdb"):
+        candidates.append(Path(initdb).resolve().parent)
+    return next((c for c in candidates if (c / "initdb").is_file() and (c / "pg_ctl").is_file()), None)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Postgres:
+    """A PostgreSQL server of the test session in a temp dir: SQLAlchemy URLs to fresh databases, stop and start.
+
+    `url` is the session's own database; `new_database()` creates another (so tests never see each other's studies);
+    `stop()` kills the server abruptly (`pg_ctl stop -m immediate`: what a worker that loses the database sees) and
+    `start()` brings it back on the same port, so URLs handed out before stay valid.
+    """
+
+    def __init__(self, bindir: Path, root: Path) -> None:
+        self.bindir, self.root = bindir, root
+        self.data, self.sockets, self.log = root / "data", root / "sockets", root / "server.log"
+        self.port = 0
+        self.url = ""
+        self._databases = 0
+        self._as_user: list[str] = []
+        if os.geteuid() == 0:  # the server refuses to run as root: run its programs as the postgres user
+            runuser = shutil.which("runuser")
+            self._as_user = [runuser, "-u", PG_USER, "--"] if runuser else ["su", PG_USER, "-s", "/bin/sh", "-c"]
+
+    def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        words = [str(self.bindir / args[0]), *args[1:]]
+        if self._as_user[:1] == ["su"]:
+            import shlex
+
+            words = [" ".join(shlex.quote(w) for w in words)]
+        ran = subprocess.run(self._as_user + words, capture_output=True, text=True, cwd=self.root, timeout=timeout)
+        if check and ran.returncode != 0:
+            pytest.fail(f"{args[0]} {' '.join(args[1:])} exited {ran.returncode}:\n{ran.stdout}{ran.stderr}"
+                        f"{self._log_tail()}", pytrace=False)
+        return ran
+
+    def _log_tail(self) -> str:
+        try:
+            return "\nserver.log (end):\n" + self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def init(self) -> None:
+        """Make the data dir (trust authentication, superuser postgres), owned by the user the server runs as."""
+        self.sockets.mkdir()
+        if self._as_user:
+            import pwd
+
+            try:
+                owner = pwd.getpwnam(PG_USER)
+            except KeyError:
+                pytest.fail(f"running as root, the PostgreSQL server needs the unprivileged user {PG_USER!r}, which "
+                            "does not exist (Debian's `postgresql` package creates it)", pytrace=False)
+            for path in (self.root, self.sockets):
+                os.chown(path, owner.pw_uid, owner.pw_gid)
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", PG_USER, "-E", "UTF8", "--locale=C",
+                  "--no-sync")
+
+    def running(self) -> bool:
+        return self._run("pg_ctl", "status", "-D", str(self.data), check=False).returncode == 0
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the server (on a new free port the first time, the same port after) and wait until it answers."""
+        if self.running():
+            return
+        for attempt in range(3):
+            port = self.port or free_port()
+            options = f"-c listen_addresses=127.0.0.1 -p {port} -k {self.sockets} -c fsync=off"
+            ran = self._run("pg_ctl", "start", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(int(timeout)),
+                            "-o", options, check=False, timeout=timeout + 30)
+            if ran.returncode == 0:
+                self.port = port
+                break
+            if self.port or attempt == 2:  # a restart keeps its port; a first start tries three free ones
+                pytest.fail(f"pg_ctl start exited {ran.returncode}:\n{ran.stdout}{ran.stderr}{self._log_tail()}",
+                            pytrace=False)
+        self._wait_until_it_answers(timeout)
+
+    def _wait_until_it_answers(self, timeout: float) -> None:
+        import time
+
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(host="127.0.0.1", port=self.port, user=PG_USER, dbname="postgres", connect_timeout=5):
+                    return
+            except psycopg.OperationalError as error:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"PostgreSQL on 127.0.0.1:{self.port} did not accept connections within {timeout} s: "
+                                f"{error}{self._log_tail()}", pytrace=False)
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the server at once, as a crash would: no clean shutdown, clients' connections cut."""
+        self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w")
+
+    def database_url(self, name: str) -> str:
+        return f"postgresql+psycopg://{PG_USER}@127.0.0.1:{self.port}/{name}"
+
+    def new_database(self) -> str:
+        """Create an empty database; its SQLAlchemy URL (postgresql+psycopg://postgres@127.0.0.1:PORT/NAME) out."""
+        import psycopg
+
+        self._databases += 1
+        name = f"qas_test_{self._databases}"
+        with psycopg.connect(host="127.0.0.1", port=self.port, user=PG_USER, dbname="postgres", autocommit=True) as db:
+            db.execute(f'CREATE DATABASE "{name}"')
+        return self.database_url(name)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Any:
+    """A running PostgreSQL server for the session (see Postgres); fails, never skips, where PostgreSQL is missing."""
+    import tempfile
+
+    bindir = postgres_bindir()
+    if bindir is None:
+        pytest.fail("PostgreSQL's server programs (initdb, pg_ctl) were not found in `pg_config --bindir`, "
+                    "/usr/lib/postgresql/*/bin or PATH: install Debian's `postgresql` (.ci/run does when it is missing)",
+                    pytrace=False)
+    server = Postgres(bindir, Path(tempfile.mkdtemp(prefix="qas-postgres-")))
+    try:
+        server.init()
+        server.start()
+        server.url = server.new_database()
+        yield server
+    finally:
+        if server.data.is_dir() and server.running():
+            server._run("pg_ctl", "stop", "-D", str(server.data), "-m", "immediate", "-w", check=False)
+        shutil.rmtree(server.root, ignore_errors=True)
