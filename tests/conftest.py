@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -289,3 +291,60 @@ def postgres() -> Any:
         if server.data.is_dir() and server.running():
             server._run("pg_ctl", "stop", "-D", str(server.data), "-m", "immediate", "-w", check=False)
         shutil.rmtree(server.root, ignore_errors=True)
+
+
+# --- The runtime without amd-quark: a fake quantizer and scorer over a small two-stage space ------------------
+SPACE = {
+    "activation": ["XInt8Spec", "Int8Spec", "Int16Spec"],
+    "activation_params": {"symmetric": [True], "only_if": "activation"},
+    "cle_algo": ["cle", None],
+    "algorithms": ["adaround", "adaquant"],
+    "adaround_params": {"num_iterations": {"type": "int", "low": 10, "high": 50, "step": 10},
+                        "only_if": {"algorithms": "adaround"}},
+    "adaquant_params": {"num_iterations": {"type": "int", "low": 10, "high": 50, "step": 10},
+                        "only_if": {"algorithms": "adaquant"}},
+    "OptimizeModel": [True],
+}
+ACTIVATION_ERROR = {"XInt8Spec": 0.3, "Int8Spec": 0.2, "Int16Spec": 0.1}
+
+
+def fake_settings(folder: Path, **changes: Any) -> Any:
+    """Settings of a two-stage search over SPACE in `folder` (the model itself is never read by the fakes)."""
+    values: dict[str, Any] = dict(
+        script=str(folder / "fake_autosearch.py"), engine="qas", spec_hash="s", space_hash="h", device="cpu",
+        torch_device="cpu", model="model.onnx", model_sha256={}, calibration={"folder": "calib", "limit": None}, eval_data=None,
+        metric="L2", evaluator=None, direction="minimize", sampler="TPE", seed=0, n_trials=4, two_stage=True,
+        grid_configs=6, study_name="fake", study_db="fake_study.journal", resume=True, plots=False, temp_dir="tmp",
+        requirements={}, search_space=SPACE, storage={"kind": "journal"})
+    values.update(changes)
+    from compiler.runtime.settings import Settings
+
+    return Settings(**values)
+
+
+def product_configs(space: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stand-in for Quark's generate_all_configs: the Cartesian product of the top-level lists, in order."""
+    keys = [k for k, v in space.items() if isinstance(v, list)]
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(space[k] for k in keys))]
+
+
+class FakeQuark:
+    """Quantizes by writing the config to the model file; scores from the config. Records every quantization."""
+
+    def __init__(self, fail_when: Any = None, interrupt_at: int | None = None) -> None:
+        self.quantized: list[dict[str, Any]] = []
+        self.fail_when = fail_when or (lambda config: False)
+        self.interrupt_at = interrupt_at
+
+    def quantize(self, config: dict[str, Any], output: Path) -> None:
+        if self.interrupt_at is not None and len(self.quantized) == self.interrupt_at:
+            raise KeyboardInterrupt
+        if self.fail_when(config):
+            raise RuntimeError("quantizer exploded")
+        self.quantized.append(config)
+        output.write_text(json.dumps(config, sort_keys=True))
+
+    def score(self, model: Path) -> float:
+        config = json.loads(model.read_text())
+        tuned = config.get("adaround_params", config.get("adaquant_params", {})).get("num_iterations", 0)
+        return ACTIVATION_ERROR[config["activation"]] + (0.05 if config["cle_algo"] is None else 0.0) - tuned / 10000

@@ -37,6 +37,11 @@ def warn(line: str) -> None:
     print(_tagged(line), file=_terminal.get("err", sys.stderr), flush=True)
 
 
+def terminal() -> tuple[TextIO, TextIO]:
+    """qas's own stdout and stderr (the terminal's, also once library output goes to the log), for child workers."""
+    return _terminal.get("out", sys.stdout), _terminal.get("err", sys.stderr)
+
+
 def route_library_output(log_path: Path) -> None:
     """From now on, everything but say()/warn() lines is appended to `log_path`."""
     if _terminal:

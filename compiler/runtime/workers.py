@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from . import contract
-from .console import say, warn
+from .console import say, terminal, warn
 
 CPUS_ENV = "QAS_CPUS"  # the cores a spawned worker may use, "0,1"; set by the launcher only
 THREAD_ENVS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -56,6 +56,7 @@ def apply_share() -> int | None:
 def run_workers(script: Path, workers: int, verbose: bool) -> int:
     """Start `workers` workers of the script, wait for all, and their combined exit code out."""
     shares = cpu_shares(workers)
+    out, err = terminal()  # this process's fds 1 and 2 may be search.log by now; the workers route their own
     children: list[subprocess.Popen] = []
     signals: list[int] = []
     previous = {s: signal.signal(s, lambda signum, _frame: signals.append(signum)) for s in (signal.SIGINT,
@@ -64,7 +65,8 @@ def run_workers(script: Path, workers: int, verbose: bool) -> int:
         for index, cpus in enumerate(shares):
             argv = [sys.executable, str(script), "--worker", "--worker-index", str(index), "--spawned"]
             children.append(subprocess.Popen(argv + (["--verbose"] if verbose else []),
-                                             env=os.environ | share_env(cpus), process_group=0))
+                                             env=os.environ | share_env(cpus), process_group=0,
+                                             stdout=out, stderr=err))
         say(f"qas: {workers} workers started (pids {', '.join(str(c.pid) for c in children)}), "
             f"cores {' | '.join(','.join(map(str, s)) for s in shares)}")
         passed_on = 0

@@ -1,0 +1,159 @@
+"""Several workers on one study without amd-quark or a database server: slots claimed exactly once by real processes
+on the journal file, a SIGKILLed worker's configuration queued again and counted once, per-worker seeds, the
+split of the cores, and the launcher's one exit code."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from compiler.runtime import contract
+from compiler.runtime.engine_qas import Search
+from compiler.runtime.space import stage_configs
+from compiler.runtime.workers import combined_exit, cpu_shares, share_env
+
+from .conftest import FakeQuark, fake_settings, product_configs
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+class LoggedQuark(FakeQuark):
+    """FakeQuark that appends every quantization (stage model name + config) to a shared log file, slowly enough
+    that workers overlap."""
+
+    def __init__(self, log: Path, delay: float = 0.05, hang_on: int | None = None) -> None:
+        super().__init__()
+        self.log, self.delay, self.hang_on = log, delay, hang_on
+
+    def quantize(self, config: dict[str, Any], output: Path) -> None:
+        if self.hang_on is not None and len(self.quantized) == self.hang_on:
+            self.log.with_suffix(".hung").write_text(output.name)
+            time.sleep(3600)  # killed here
+        time.sleep(self.delay)
+        super().quantize(config, output)
+        with open(self.log, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"model": output.name, "config": config}, sort_keys=True) + "\n")
+
+
+def worker(folder: str, index: int, changes: dict[str, Any], hang_on: int | None = None) -> None:
+    """One worker process: join the study in `folder` and run slots until the budget is reached."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    settings = fake_settings(Path(folder), **changes)
+    search = Search(settings, worker_index=index, joining=True)
+    fake = LoggedQuark(Path(folder) / "quantized.log", hang_on=hang_on)
+    search.attach(fake.quantize, fake.score)
+    search.run(stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
+                             product_configs))
+
+
+def start(folder: Path, index: int, changes: dict[str, Any], hang_on: int | None = None) -> Any:
+    process = multiprocessing.get_context("spawn").Process(target=worker, args=(str(folder), index, changes, hang_on))
+    process.start()
+    return process
+
+
+def logged(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "quantized.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_three_worker_processes_complete_the_budget_exactly_and_quantize_nothing_twice(tmp_path: Path) -> None:
+    changes = {"n_trials": 9}
+    Search(fake_settings(tmp_path, **changes))  # the launcher: studies and slots exist before any worker
+    processes = [start(tmp_path, index, changes) for index in range(3)]
+    for p in processes:
+        p.join(120)
+        assert p.exitcode == 0
+    search = Search(fake_settings(tmp_path, **changes))
+    grid = [t for t in search.grid_study.get_trials() if t.state.name == "COMPLETE"]
+    assert sorted(t.user_attrs[contract.ATTR_GRID_INDEX] for t in grid) == list(range(6))  # each config once
+    sampled = [t for t in search.sampler_study.get_trials() if t.state.name == "COMPLETE"]
+    assert len(sampled) == 9 and search.budget_reached()
+    assert not search.trials("RUNNING") and not search.trials("WAITING") and not search.trials("FAIL")
+    quantized = Counter(json.dumps(entry["config"], sort_keys=True) for entry in logged(tmp_path))
+    assert quantized and max(quantized.values()) == 1  # no configuration was quantized twice, across workers
+    assert len({t.user_attrs[contract.ATTR_WORKER].split("@")[0] for t in grid + sampled}) >= 2  # they shared it
+    # every sampler trial runs under the pinned grid winner
+    winner = next(t for t in grid if t.number == search.sampler_study.user_attrs[contract.GRID_WINNER_ATTR])
+    assert winner.value == min(t.value for t in grid)
+    assert {t.user_attrs[contract.ATTR_CONFIG]["activation"] for t in sampled} == {
+        winner.user_attrs[contract.ATTR_CONFIG]["activation"]}
+
+
+def test_a_sigkilled_worker_s_trial_is_queued_again_with_its_configuration_and_counted_once(tmp_path: Path) -> None:
+    changes = {"n_trials": 4, "two_stage": False, "grid_configs": 0}
+    Search(fake_settings(tmp_path, **changes))
+    victim = start(tmp_path, 0, changes, hang_on=1)  # its second trial never ends
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "quantized.hung").exists():
+        assert time.monotonic() < deadline and victim.is_alive()
+        time.sleep(0.1)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join()
+    search = Search(fake_settings(tmp_path, **changes))  # the next worker's start finds the dead one's trial
+    killed = [t for t in search.sampler_study.get_trials() if t.state.name == "FAIL"]
+    assert len(killed) == 1 and killed[0].user_attrs[contract.ATTR_INTERRUPTED] and search.failures() == 0
+    assert "ended without finishing it" in killed[0].user_attrs[contract.ATTR_ERROR]
+    retry = [t for t in search.sampler_study.get_trials() if t.user_attrs.get(contract.ATTR_RETRIED_FROM) is not None]
+    assert len(retry) == 1 and retry[0].state.name == "WAITING"
+    assert retry[0].user_attrs[contract.ATTR_RETRIED_FROM] == killed[0].number
+    survivor = start(tmp_path, 1, changes)
+    survivor.join(120)
+    assert survivor.exitcode == 0
+    done = [t for t in search.sampler_study.get_trials() if t.state.name == "COMPLETE"]
+    assert len(done) == 4 and search.budget_reached()
+    rerun = next(t for t in done if t.user_attrs.get(contract.ATTR_RETRIED_FROM) == killed[0].number)
+    assert rerun.params == killed[0].params  # the same configuration, run by the other worker
+
+
+def test_each_worker_draws_with_its_own_deterministic_seed(tmp_path: Path) -> None:
+    def first_draw(folder: Path, index: int) -> dict[str, Any]:
+        folder.mkdir()
+        s = fake_settings(folder, two_stage=False, grid_configs=0, sampler="Random")
+        search = Search(s, worker_index=index)
+        _study, trial, _stage = search.slots.claim(search.worker)
+        return trial.suggest_int("x", 0, 10**9)
+
+    draws = [first_draw(tmp_path / name, index) for name, index in (("a", 0), ("b", 0), ("c", 1), ("d", 2))]
+    assert draws[0] == draws[1] and len({draws[0], draws[2], draws[3]}) == 3
+
+
+def test_tpe_lies_about_running_trials_so_workers_spread_out(tmp_path: Path) -> None:
+    search = Search(fake_settings(tmp_path, two_stage=False, grid_configs=0))
+    assert search.sampler_study.sampler._constant_liar
+
+
+def test_the_cores_are_split_between_workers_and_shared_only_when_there_are_more_workers() -> None:
+    assert cpu_shares(2, [0, 1]) == [[0], [1]]
+    assert cpu_shares(2, [0, 1, 2, 3, 4]) == [[0, 1, 2], [3, 4]]
+    assert cpu_shares(3, [0, 1]) == [[0], [1], [0]]
+    assert share_env([2, 3]) == {"QAS_CPUS": "2,3", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2",
+                                 "OPENBLAS_NUM_THREADS": "2"}
+
+
+@pytest.mark.parametrize(("codes", "stopped", "expected"), [
+    ((0, 0), False, contract.EXIT_OK),
+    ((0, 130), False, contract.EXIT_INTERRUPTED),
+    ((0, -9), False, contract.EXIT_FAILED),
+    ((1, 0), True, contract.EXIT_INTERRUPTED),
+])
+def test_the_launcher_s_exit_code_says_the_worst_of_its_workers(codes: tuple[int, ...], stopped: bool, expected: int,
+                                                                capsys: Any) -> None:
+    children = [subprocess.Popen([sys.executable, "-c", f"import os; os.kill(os.getpid(), 9) if {c} == -9 else "
+                                  f"exit({c})"]) for c in codes]
+    for child in children:
+        child.wait()
+    assert combined_exit(children, stopped) == expected
+    if -9 in codes:
+        assert "worker 1 ended with killed by SIGKILL" in capsys.readouterr().err
