@@ -278,6 +278,9 @@ def run_command(
     python: PythonOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Quark's, onnxruntime's and torch's "
                                                                   "output too (else it goes to search.log).")] = False,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help=(
+        "Worker processes on this machine (default: the spec's search.workers); they share the study and split "
+        "the cores, and one progress bar shows the whole study."), show_default=False)] = None,
 ) -> None:
     """Compile (a spec) or check (a manifest), show the plan, ask, then run the search with a progress bar.
 
@@ -290,6 +293,8 @@ def run_command(
       qas run specs/example/spec.yaml
 
       qas run specs/example/autosearch_output --yes      # the folder compile wrote (its run_manifest.yaml)
+
+      qas run specs/example/spec.yaml --workers 2          # two worker processes on this machine
     """
     if target.is_dir():  # an output folder: run what was compiled into it
         if not (target / MANIFEST_FILE).is_file():
@@ -335,7 +340,7 @@ def run_command(
         if not go:
             typer.echo("qas: not run (pass --yes to run without asking)", err=True)
             raise typer.Exit(EXIT_SPEC)
-    outcome = run_search(result.out_dir, interpreter, Console(stderr=True), verbose)
+    outcome = run_search(result.out_dir, interpreter, Console(stderr=True), verbose, workers)
     report = build_report(result.out_dir)
     problem = record(result.out_dir, outcome, interpreter, report)
     if problem is not None:

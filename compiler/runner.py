@@ -100,7 +100,7 @@ def command(manifest: dict[str, Any], python: str) -> list[str]:
     return [python if argv[0] == "python" else argv[0]] + argv[1:]
 
 
-def run_search(out_dir: Path, python: str, console: Any, verbose: bool = False) -> Outcome:
+def run_search(out_dir: Path, python: str, console: Any, verbose: bool = False, workers: int | None = None) -> Outcome:
     """Run the compiled search in out_dir, streaming its output above a progress bar on `console`.
 
     SIGINT and SIGTERM to qas (also when qas started with SIGINT ignored) stop the search cleanly: the
@@ -109,7 +109,7 @@ def run_search(out_dir: Path, python: str, console: Any, verbose: bool = False) 
     _stop_requested.clear()
     previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
     try:
-        return _run(out_dir, python, console, verbose)
+        return _run(out_dir, python, console, verbose, workers)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -124,11 +124,12 @@ def _interrupt(signum: int, _frame: Any) -> None:
     _stop_requested.set()
 
 
-def _run(out_dir: Path, python: str, console: Any, verbose: bool) -> Outcome:
+def _run(out_dir: Path, python: str, console: Any, verbose: bool, workers: int | None) -> Outcome:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     manifest, _ = load_manifest(out_dir)
-    argv = command(manifest, python) + (["--verbose"] if verbose else [])
+    argv = command(manifest, python) + (["--verbose"] if verbose else []) + (
+        ["--workers", str(workers)] if workers is not None else [])
     total = total_trials(manifest)
     started = _now()
     with open(out_dir / RUN_LOG_FILE, "a", encoding="utf-8") as log:

@@ -13,6 +13,7 @@ Three kinds (settings.storage["kind"]):
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
     if kind == "url":
         url = storage_url(env or "")
         try:
+            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats: in use
             return optuna.storages.RDBStorage(
                 url, heartbeat_interval=int(max(1, round(heartbeat or contract.DEFAULT_HEARTBEAT_SECONDS))),
                 grace_period=int(max(2, round(grace or contract.DEFAULT_GRACE_SECONDS))),
