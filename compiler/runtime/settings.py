@@ -42,6 +42,13 @@ class Settings:
     keep_models: str = "all"  # all | best | top-K
     trial_timeout: float | None = None  # seconds a trial may run before it is stopped and failed
     keep_float: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "op_types": [], "subgraphs": []})
+    workers: int = 1  # worker processes `python <script>` starts on this machine (search.workers; --workers N overrides)
+    # where the study lives: {"kind": "journal"} (study_db is <name>_study.journal, Optuna's JournalFileBackend: several
+    # processes on one machine) | {"kind": "sqlite"} (study_db is <name>_study.db; engine autosearchpro, one process) |
+    # {"kind": "url", "env": "QAS_STORAGE_URL", "artifacts": "/shared/dir" or None, "heartbeat": 10.0, "grace": 60.0}
+    # (a PostgreSQL URL read from that environment variable at run time; study_db is then <name>_study, the base name
+    # of the local lock files)
+    storage: dict[str, Any] = field(default_factory=lambda: {"kind": "sqlite"})
 
     @property
     def here(self) -> Path:
