@@ -1,7 +1,7 @@
 """Cluster launch files: a checked Spec, the output folder (relative to the spec's folder) and the script's name in;
 render-ready settings of `<name>_k8s_job.yaml` and `<name>_slurm.sh` out (decided here, printed by the templates).
 
-Each worker runs `python <script> --worker --worker-index K`, K from the Job's completion index or the array task
+Each worker runs `python3 <script> --worker --worker-index K`, K from the Job's completion index or the array task
 id, with the storage URL in the environment variable storage.url_env names.
 """
 
@@ -71,7 +71,7 @@ def _kubernetes(spec: Spec, k: KubernetesSpec, output_dir: str, script: str) -> 
         "workdir": k.workdir,
         "volume_claim": k.volume_claim,
         "working_dir": posixpath.normpath(posixpath.join(k.workdir, output_dir)),
-        "command": ["python", script, "--worker", "--worker-index", "$(JOB_COMPLETION_INDEX)"],
+        "command": [k.python, script, "--worker", "--worker-index", "$(JOB_COMPLETION_INDEX)"],
     }
 
 

@@ -91,6 +91,7 @@ class KubernetesSpec:
     workdir: str = "/workspace"
     volume_claim: str | None = None
     retries: int = 3
+    python: str = "python3"
 
 
 @dataclass(frozen=True)

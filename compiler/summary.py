@@ -71,7 +71,8 @@ def summary_text(s: dict[str, Any]) -> str:
         ("metric", f"{s['metric']} ({s['direction']})" if s["higher_is_better"] is None else
                    f"{s['metric']}, {'higher' if s['higher_is_better'] else 'lower'} is better; "
                    f"the search {s['direction']}s {s['objective']}"),
-        ("outputs", f"{s['outputs']['dir']}/ ({s['outputs']['script']}, {s['outputs']['study_db']})"),
+        ("outputs", f"{s['outputs']['dir']}/ ({s['outputs']['script']}"
+                    + (f", {s['outputs']['study_db']})" if s["storage"]["kind"] != "url" else ")")),
         ("workers", f"{s['workers']} process{'es' if s['workers'] > 1 else ''} on this machine"
                     + (" (--workers N overrides)" if s["storage"]["kind"] != "sqlite" else "")),
         ("storage", _storage_text(s["storage"])),
@@ -80,7 +81,9 @@ def summary_text(s: dict[str, Any]) -> str:
         ("disk", ("at least " if disk["lower_bound"] else "") + f"{gb(disk['estimate_bytes'])} "
                  f"({gb(disk['models_bytes'])} models, {gb(disk['output_dump_bytes'])} output dumps)"),
         ("time/trial", classes + (" (sample count assumed)" if time["samples_assumed"] else "")),
-        ("time", f"{total}, {duration(time['startup_s'])} start-up included (rough: can be several times off)"),
+        ("time", f"{total}, {duration(time['startup_s'])} start-up included ("
+                 + ("as if on one worker: the workers share the trials; " if s["workers"] > 1 or s["launch"] else "")
+                 + "rough: can be several times off)"),
         ("checked on", f"{env['source']}: Python {env['python']}, {env['accelerator']}; {found}"),
     ]
     width = max(len(k) for k, _ in rows)
