@@ -183,3 +183,19 @@ def test_bad_input_writes_nothing(tmp_path: Path) -> None:
     assert ran.returncode == 1 and "QAS332" in ran.stdout + ran.stderr
     assert "Traceback" not in ran.stderr
     assert not (tmp_path / "autosearch_output").exists()
+
+
+def test_a_hostile_artifacts_path_reaches_the_script_and_manifest_only_as_data(tmp_path: Path) -> None:
+    import ast
+
+    hostile = "shared/x'\"}{{ 1 }}$(rm -rf ~)`id`"  # (a newline is refused by the schema)
+    spec = spec_in(tmp_path, "search: {preset: XINT8_SEARCH, n_trials: 3}\nstorage:\n  url_env: DB\n"
+                             f"  artifacts: {json.dumps(hostile)}\noutput: {{launch: [slurm]}}\n")
+    result = compile_spec(spec, target_env(GOLDEN))
+    assert result.ok, [d.message for d in result.diagnostics]
+    settings = settings_from_script(result.files[result.plan.script], tmp_path / "autosearch_output" / "t.py")
+    ast.parse(result.files[result.plan.script])
+    assert settings.storage["artifacts"] == "../" + hostile
+    manifest = YAML(typ="safe").load(result.files["run_manifest.yaml"])
+    assert manifest["outputs"]["study"]["artifacts"] == "../" + hostile
+    assert "rm -rf" not in result.files["t_slurm.sh"]
