@@ -72,6 +72,11 @@ CODES: dict[str, Code] = _registry(
     Code("QAS324", E, "device field set in the space"),
     Code("QAS325", E, "choice value of an unsupported type"),
     Code("QAS326", E, "option needs engine qas"),
+    # parallel and distributed search
+    Code("QAS330", E, "database URL written in the spec"),
+    Code("QAS331", E, "storage grace period not longer than its heartbeat"),
+    Code("QAS332", E, "launch files need a shared storage (storage.url_env)"),
+    Code("QAS333", E, "launch option does not fit the spec"),
     # budget
     Code("QAS401", E, "more than 200 trials without opt-in"),
     Code("QAS402", N, "Quark's trial clamp neutralized"),

@@ -66,6 +66,8 @@ def refuse_overwrites(files: dict[str, str], out_dir: Path, force: bool) -> list
 
 
 def _generated_by_qas(text: str) -> bool:
+    if text.startswith("#!"):  # a shell script (the SLURM launch file): the header is its second line
+        text = text.partition("\n")[2]
     return text.startswith(HEADER_PREFIX) or text.lstrip().startswith('{\n  "generated_by": "qas"')
 
 

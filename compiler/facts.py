@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,8 @@ from typing import Any
 from .budget import Budget, count_budget, external_data_path
 from .intake import analysis
 from .model import ReaderSpec, Spec
-from .resolved import (direction, engine, max_failures, merged_space, sample_counts, seconds, spec_path, torch_device,
-                       two_stage)
+from .resolved import (direction, engine, heartbeat_and_grace, max_failures, merged_space, sample_counts, seconds,
+                       spec_path, storage_kind, torch_device, two_stage)
 from .runtime.contract import STUDY_HASH_CHARS, Engine, script_file, study_file
 from .spacemath import with_device
 
@@ -64,7 +65,9 @@ class Facts:
     max_failures: int  # the spec's, else contract.DEFAULT_MAX_FAILURES
     trial_timeout: float | None  # seconds; None: no limit
     study_name: str  # output.study_name or name; engines with space_in_study_name add the space hash
-    study_file: str  # file name inside the output dir
+    study_file: str  # file name inside the output dir (storage url: the base name of the local lock files)
+    workers: int  # worker processes on this machine (search.workers)
+    storage: dict[str, Any]  # Settings.storage: {"kind": "journal" | "sqlite"} | {"kind": "url", "env", "artifacts", ...}
     script_file: str  # file name inside the output dir
     model: Path  # absolute, like every path here
     external_data: Path | None  # the model's sibling external-data file, when there is one
@@ -93,6 +96,20 @@ def _reader(spec: Spec, r: ReaderSpec, model_facts: dict[str, Any]) -> ReaderFac
     return ReaderFacts(path=spec_path(spec, r.reader.rsplit(":", 1)[0]))
 
 
+def _storage(spec: Spec, output_dir: Path) -> dict[str, Any]:
+    """The storage as Settings reads it; a relative artifacts folder is resolved against the spec and given
+    relative to the output folder (like every path of the settings), an absolute one is kept as written."""
+    kind = storage_kind(spec)
+    if kind != "url":
+        return {"kind": kind}
+    s = spec.storage
+    artifacts = s.artifacts
+    if artifacts is not None and not os.path.isabs(artifacts):
+        artifacts = os.path.relpath(spec_path(spec, artifacts), output_dir).replace(os.sep, "/")
+    heartbeat, grace = heartbeat_and_grace(spec)
+    return {"kind": "url", "env": s.url_env, "artifacts": artifacts, "heartbeat": heartbeat, "grace": grace}
+
+
 def derive(spec: Spec) -> Facts:
     """Every fact lowering needs, computed once; call only after every pass reported no error."""
     record = engine(spec)
@@ -112,7 +129,9 @@ def derive(spec: Spec) -> Facts:
         max_failures=max_failures(spec),
         trial_timeout=seconds(spec.search.trial_timeout),
         study_name=study_name(spec, record, space_hash),
-        study_file=study_file(spec.name),
+        study_file=study_file(spec.name, storage_kind(spec)),
+        workers=spec.search.workers,
+        storage=_storage(spec, output_dir),
         script_file=script_file(spec.name),
         model=spec_path(spec, spec.model),
         external_data=external_data_path(spec),

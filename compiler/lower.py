@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .budget import Budget
+from .cluster import launch_plan
 from .cost import TimeEstimate, estimate
 from .environment import Environment, describe
 from .facts import Facts, ReaderFacts, sha256_text
@@ -72,6 +73,9 @@ class Plan:
     trial_timeout: float | None  # engine qas: seconds a trial may run; None: no limit
     keep_models: str  # engine qas: "all" | "best" | "top-K"
     keep_float: dict[str, Any]  # engine qas: {"nodes": [...], "op_types": [...], "subgraphs": [[start, end]]}
+    workers: int  # worker processes `python <script>` starts on this machine
+    storage: dict[str, Any]  # Settings.storage (the URL's variable name, never its value)
+    launch: dict[str, dict[str, Any]]  # cluster launch files, keyed kubernetes / slurm (cluster.launch_plan)
     requirements: dict[str, str]
     environment: dict[str, Any]  # what the target environment has (manifest only: it differs per machine)
     model_analysis: dict[str, Any]
@@ -156,6 +160,9 @@ def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
         keep_models=spec.output.keep_models,
         keep_float={"nodes": list(spec.keep_float.nodes), "op_types": list(spec.keep_float.op_types),
                     "subgraphs": [list(p) for p in spec.keep_float.subgraphs]},
+        workers=facts.workers,
+        storage=facts.storage,
+        launch=launch_plan(spec, _rel(out_abs, spec.workspace), facts.script_file),
         requirements=needs,
         environment=describe(env, list(needs)),
         model_analysis={**facts.analysis, "samples": facts.samples},

@@ -65,6 +65,57 @@ class SearchSpec:
     engine: str = DEFAULT_ENGINE  # "qas" (qas's own Optuna loop) | "autosearchpro" (Quark's run())
     max_failures: int | None = None  # None: contract.DEFAULT_MAX_FAILURES (resolved.max_failures applies it)
     trial_timeout: float | str | None = None  # seconds, or "90s" / "10m" / "2h"; None: no limit
+    workers: int = 1  # worker processes `python <script>` starts on this machine
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """Where the study lives when the spec says so: the journal file, or a database URL in an environment variable."""
+
+    path: YamlPath
+    kind: str  # "journal" | "url"
+    url_env: str | None = None  # url: the environment variable's name (never its value)
+    artifacts: str | None = None  # url: a folder shared by the workers, as written (absolute, or relative to the spec)
+    heartbeat: int | str | None = None  # url: seconds or "10s" / "1m"; None: contract.DEFAULT_HEARTBEAT_SECONDS
+    grace_period: int | str | None = None  # url: the same; None: contract.DEFAULT_GRACE_SECONDS
+
+
+@dataclass(frozen=True)
+class KubernetesSpec:
+    path: YamlPath  # the mapping, or the list item `kubernetes`
+    image: str | None = None  # None only in the list form (the launch pass refuses it)
+    workers: int | None = None  # None: search.workers
+    gpus: int | None = None  # None: the device index plus one (none for cpu)
+    secret: str = "qas-storage"
+    namespace: str | None = None
+    workdir: str = "/workspace"
+    volume_claim: str | None = None
+    retries: int = 3
+    python: str = "python3"
+
+
+@dataclass(frozen=True)
+class SlurmSpec:
+    path: YamlPath
+    workers: int | None = None  # None: search.workers
+    gpus: int | None = None  # None: the device index plus one (none for cpu)
+    partition: str | None = None
+    account: str | None = None
+    gpu_type: str | None = None
+    cpus_per_task: int | None = None
+    time: int | str | None = None  # seconds or "90m" / "12h"; None: the partition's default
+    python: str = "python3"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    path: YamlPath
+    kubernetes: KubernetesSpec | None = None
+    slurm: SlurmSpec | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.kubernetes is None and self.slurm is None
 
 
 @dataclass(frozen=True)
@@ -77,6 +128,7 @@ class OutputSpec:
     resume: bool = True
     allow_outside_workspace: bool = False
     keep_models: str = "all"  # "all" | "best" | "top-K"
+    launch: LaunchSpec = field(default_factory=lambda: LaunchSpec(path=("output", "launch")))
 
 
 @dataclass(frozen=True)
@@ -103,6 +155,7 @@ class Spec:
     device: str
     output: OutputSpec
     keep_float: KeepFloatSpec
+    storage: StorageSpec | None = None  # None: the engine's default storage (contract.Engine.storages[0])
 
     @property
     def workspace(self) -> Path:
@@ -123,6 +176,29 @@ def _reader(data: dict[str, Any], path: YamlPath) -> ReaderSpec:
                       preprocess=preprocess, input=data.get("input"))
 
 
+def _storage(data: str | dict[str, Any] | None) -> StorageSpec | None:
+    path = ("storage",)
+    if data is None:
+        return None
+    if isinstance(data, str):  # the schema allows only "journal"
+        return StorageSpec(path=path, kind=data)
+    return StorageSpec(path=path, kind="url", url_env=data["url_env"], artifacts=data.get("artifacts"),
+                       heartbeat=data.get("heartbeat"), grace_period=data.get("grace_period"))
+
+
+def _launch(data: list[str] | dict[str, Any] | None) -> LaunchSpec:
+    path = ("output", "launch")
+    if data is None:
+        return LaunchSpec(path=path)
+    if isinstance(data, list):  # names only: every option at its default
+        k8s = KubernetesSpec(path=path + (data.index("kubernetes"),)) if "kubernetes" in data else None
+        slurm = SlurmSpec(path=path + (data.index("slurm"),)) if "slurm" in data else None
+        return LaunchSpec(path=path, kubernetes=k8s, slurm=slurm)
+    k8s = KubernetesSpec(path=path + ("kubernetes",), **data["kubernetes"]) if "kubernetes" in data else None
+    slurm = SlurmSpec(path=path + ("slurm",), **data["slurm"]) if "slurm" in data else None
+    return LaunchSpec(path=path, kubernetes=k8s, slurm=slurm)
+
+
 def build(data: dict[str, Any], file: Path, text: str) -> Spec:
     """Schema-valid spec data in, a Spec out (defaults filled here, nowhere else)."""
     ev = data.get("evaluation", {})
@@ -139,13 +215,14 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         override=s.get("override"), sampler=s.get("sampler", "TPE"), seed=s.get("seed", 0),
         allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
         engine=s.get("engine", DEFAULT_ENGINE), max_failures=s.get("max_failures"),
-        trial_timeout=s.get("trial_timeout"),
+        trial_timeout=s.get("trial_timeout"), workers=s.get("workers", 1),
     )
     o = data.get("output", {})
     output = OutputSpec(
         path=("output",), dir=o.get("dir", DEFAULT_OUTPUT_DIR), temp_dir=o.get("temp_dir"),
         plots=o.get("plots", False), study_name=o.get("study_name"), resume=o.get("resume", True),
         allow_outside_workspace=o.get("allow_outside_workspace", False), keep_models=o.get("keep_models", "all"),
+        launch=_launch(o.get("launch")),
     )
     k = data.get("keep_float", {})
     keep_float = KeepFloatSpec(path=("keep_float",), nodes=tuple(k.get("nodes", ())),
@@ -153,4 +230,5 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
                                subgraphs=tuple(tuple(pair) for pair in k.get("subgraphs", ())))
     return Spec(file=file, text=text, name=data["name"], model=data["model"],
                 calibration=_reader(data["calibration"], ("calibration",)), evaluation=evaluation,
-                search=search, device=data["device"], output=output, keep_float=keep_float)
+                search=search, device=data["device"], output=output, keep_float=keep_float,
+                storage=_storage(data.get("storage")))

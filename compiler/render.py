@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from functools import cache
 from typing import Any
 
@@ -50,6 +51,7 @@ def environment() -> jinja2.Environment:
     env.filters["lit"] = lambda value, indent=0: py_literal(value, indent)
     env.filters["y"] = yaml_scalar
     env.filters["md"] = md_text
+    env.filters["sh"] = lambda value: shlex.quote(str(value))
     return env
 
 
@@ -99,7 +101,38 @@ def evaluator_settings(plan: Plan) -> dict[str, Any] | None:
 def search_outputs(plan: Plan, winner: str) -> list[str]:
     """What a run of the search writes: the study file, the engine's own files and the winner, each once."""
     engine = ENGINES[plan.engine]
-    return list(dict.fromkeys([plan.study_db, *engine.writes, winner]))
+    study = [] if plan.storage["kind"] == "url" else [plan.study_db]  # a database: no study file here
+    return list(dict.fromkeys([*study, *engine.writes, winner]))
+
+
+def study_storage(plan: Plan) -> str:
+    """Where the study lives, as the manifest names it: sqlite:///<db>, journal:<file>, or env:<variable>
+    (the variable that holds the URL at run time; never the URL)."""
+    kind = plan.storage["kind"]
+    if kind == "url":
+        return f"env:{plan.storage['env']}"
+    return f"{kind}:{plan.study_db}" if kind == "journal" else f"sqlite:///{plan.study_db}"
+
+
+STUDY_REASONS = {
+    "journal": "Optuna study (a journal file: workers on this machine); re-running the script resumes it up to "
+               "effective_trials",
+    "sqlite": "Optuna study; re-running the script resumes it up to effective_trials",
+    "url": "the study is in the database named by url_env; this is the base name of the local lock files",
+}
+
+
+def launch_files(plan: Plan, header: str) -> dict[str, str]:
+    """The cluster launch files the plan asks for (a shell script's header goes after its #! line)."""
+    env = environment()
+    out = {}
+    if "kubernetes" in plan.launch:
+        k8s = plan.launch["kubernetes"]
+        out[k8s["file"]] = header + "\n" + env.get_template("k8s_job.yaml.j2").render(plan=plan, k=k8s)
+    if "slurm" in plan.launch:
+        slurm = plan.launch["slurm"]
+        out[slurm["file"]] = "#!/bin/bash\n" + header + "\n" + env.get_template("slurm.sh.j2").render(plan=plan, s=slurm)
+    return out
 
 
 def runtime_copies() -> dict[str, str]:
@@ -112,8 +145,8 @@ def runtime_copies() -> dict[str, str]:
 
 
 def render(plan: Plan) -> dict[str, str]:
-    """Plan in; the settings script, its runtime copy, run_manifest.yaml, quant_plan.json and model_analysis.json
-    texts out, keyed by path in the output folder."""
+    """Plan in; the settings script, its runtime copy, run_manifest.yaml, quant_plan.json, model_analysis.json
+    and the cluster launch files' texts out, keyed by path in the output folder."""
     env = environment()
     engine = ENGINES[plan.engine]
     header = header_line(plan.spec_file)
@@ -124,9 +157,10 @@ def render(plan: Plan) -> dict[str, str]:
     grid_only = plan.sampler == "Grid" or (plan.two_stage and "algorithms" not in plan.space)
     manifest = header + "\n" + env.get_template("run_manifest.yaml.j2").render(
         plan=plan, engine=engine, distinct_configs=distinct, winner_pattern=engine.winner_pattern(grid_only),
-        runtime_package=RUNTIME_PACKAGE, c=contract, search_outputs=search_outputs(plan, engine.winner_pattern(grid_only)))
+        runtime_package=RUNTIME_PACKAGE, c=contract, search_outputs=search_outputs(plan, engine.winner_pattern(grid_only)),
+        study_storage=study_storage(plan), study_reason=STUDY_REASONS[plan.storage["kind"]])
     plan_json = json.dumps({"generated_by": "qas", **plan.to_json()}, indent=2, ensure_ascii=True)
     quant_plan = env.get_template("quant_plan.json.j2").render(plan_json=plan_json)
     model_analysis = json.dumps(plan.model_analysis, indent=2, ensure_ascii=True) + "\n"
     return {plan.script: with_hash_header(header, body), MANIFEST_FILE: manifest, QUANT_PLAN_FILE: quant_plan,
-            MODEL_ANALYSIS_FILE: model_analysis, **runtime_copies()}
+            MODEL_ANALYSIS_FILE: model_analysis, **launch_files(plan, header), **runtime_copies()}

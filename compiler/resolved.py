@@ -14,7 +14,8 @@ from typing import Any
 from .images import image_files
 from .model import Spec
 from .presets import preset_config
-from .runtime.contract import DEFAULT_MAX_FAILURES, ENGINES, Engine
+from .runtime.contract import (DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_FAILURES, ENGINES,
+                                Engine)
 from .samples import sample_files
 
 MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
@@ -95,6 +96,24 @@ def seconds(duration: float | str | None) -> float | None:
     if duration is None or isinstance(duration, (int, float)):
         return None if duration is None else float(duration)
     return float(duration[:-1]) * DURATION_UNITS[duration[-1]]
+
+
+def storage_kind(spec: Spec) -> str:
+    """The spec's storage kind ("journal" | "url"), else the engine's default (its record's first storage)."""
+    return spec.storage.kind if spec.storage is not None else engine(spec).storages[0]
+
+
+def heartbeat_and_grace(spec: Spec) -> tuple[float, float]:
+    """Storage url: (heartbeat interval, grace period) in seconds, the contract's defaults where the spec writes none."""
+    s = spec.storage
+    heartbeat = seconds(s.heartbeat) if s is not None and s.heartbeat is not None else DEFAULT_HEARTBEAT_SECONDS
+    grace = seconds(s.grace_period) if s is not None and s.grace_period is not None else DEFAULT_GRACE_SECONDS
+    return heartbeat, grace
+
+
+def device_index(device: str) -> int | None:
+    """cuda:N / rocm:N in, N out; None for cpu."""
+    return int(device.split(":", 1)[1]) if ":" in device else None
 
 
 def sample_counts(spec: Spec) -> dict[str, int | None]:

@@ -13,6 +13,7 @@ from .diagnostics import Diagnostic, YamlPath, diag
 from .resources import load_schema
 from .schema_keys import SPEC_SCHEMA, placement
 from .source import non_finite_paths
+from .storage_urls import covers, database_urls
 from .suggest import did_you_mean
 
 # No number in a spec may be larger than this (floats lose integer precision beyond it), and no string may
@@ -34,12 +35,14 @@ def check(data: Any) -> list[Diagnostic]:
     found += list(_unusable_values(data, ()))
     if found:
         return found
+    urls = list(database_urls(data))  # refused with their own code, not as unknown keys or bad values
+    found += urls
     validator = _Validator(load_schema(SPEC_SCHEMA))
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     # One typo, one error: a required key an unknown key stands for is not reported missing as well.
     meant = {p for e in errors for _key, _hint, paths in _unknown_keys(e) for p in paths}
     for error in errors:
-        found.extend(_translate(error, meant))
+        found.extend(d for d in _translate(error, meant) if not covers(urls, d.path))
     return _dedupe(found)
 
 

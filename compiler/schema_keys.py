@@ -30,6 +30,8 @@ def key_paths() -> dict[str, tuple[YamlPath, ...]]:
         for key, sub in node.get("properties", {}).items():
             found.setdefault(key, []).append(path + (key,))
             walk(sub, path + (key,))
+        for branch in ("then", "else"):  # a key that takes a string or a mapping (storage, output.launch)
+            walk(node.get(branch), path)
 
     walk(schema, ())
     return {key: tuple(paths) for key, paths in found.items()}

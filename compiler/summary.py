@@ -32,6 +32,11 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "direction": plan.direction,
         "objective": _objective(plan),
         "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": plan.study_db},
+        "workers": plan.workers,
+        "storage": {"kind": plan.storage["kind"], "file": plan.study_db, "url_env": plan.storage.get("env"),
+                    "artifacts": plan.storage.get("artifacts"), "heartbeat_s": plan.storage.get("heartbeat"),
+                    "grace_period_s": plan.storage.get("grace")},
+        "launch": {target: {"file": launch["file"], "workers": launch["workers"]} for target, launch in plan.launch.items()},
         "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.disk_estimate_bytes - b.dump_bytes,
                  "output_dump_bytes": b.dump_bytes, "lower_bound": b.dump_is_lower_bound},
         "time": {"startup_s": round(t.startup_s, 1),
@@ -66,15 +71,37 @@ def summary_text(s: dict[str, Any]) -> str:
         ("metric", f"{s['metric']} ({s['direction']})" if s["higher_is_better"] is None else
                    f"{s['metric']}, {'higher' if s['higher_is_better'] else 'lower'} is better; "
                    f"the search {s['direction']}s {s['objective']}"),
-        ("outputs", f"{s['outputs']['dir']}/ ({s['outputs']['script']}, {s['outputs']['study_db']})"),
+        ("outputs", f"{s['outputs']['dir']}/ ({s['outputs']['script']}"
+                    + (f", {s['outputs']['study_db']})" if s["storage"]["kind"] != "url" else ")")),
+        ("workers", f"{s['workers']} process{'es' if s['workers'] > 1 else ''} on this machine"
+                    + (" (--workers N overrides)" if s["storage"]["kind"] != "sqlite" else "")),
+        ("storage", _storage_text(s["storage"])),
+        *([("launch", ", ".join(f"{launch['file']} ({launch['workers']} {LAUNCH_UNITS[target]})"
+                                for target, launch in s["launch"].items()))] if s["launch"] else []),
         ("disk", ("at least " if disk["lower_bound"] else "") + f"{gb(disk['estimate_bytes'])} "
                  f"({gb(disk['models_bytes'])} models, {gb(disk['output_dump_bytes'])} output dumps)"),
         ("time/trial", classes + (" (sample count assumed)" if time["samples_assumed"] else "")),
-        ("time", f"{total}, {duration(time['startup_s'])} start-up included (rough: can be several times off)"),
+        ("time", f"{total}, {duration(time['startup_s'])} start-up included ("
+                 + ("as if on one worker: the workers share the trials; " if s["workers"] > 1 or s["launch"] else "")
+                 + "rough: can be several times off)"),
         ("checked on", f"{env['source']}: Python {env['python']}, {env['accelerator']}; {found}"),
     ]
     width = max(len(k) for k, _ in rows)
     return f"plan for {s['name']}:\n" + "".join(f"  {k:<{width}}  {v}\n" for k, v in rows)
+
+
+LAUNCH_UNITS = {"kubernetes": "pods", "slurm": "array tasks"}
+
+
+def _storage_text(storage: dict[str, Any]) -> str:
+    """Where the study lives, in words; a database by the variable that will hold its URL, never a value."""
+    if storage["kind"] == "journal":
+        return f"{storage['file']} (journal file: workers on this machine)"
+    if storage["kind"] == "sqlite":
+        return f"{storage['file']} (SQLite: one process)"
+    artifacts = storage["artifacts"] or "each worker's output folder"
+    return (f"PostgreSQL from ${storage['url_env']}, artifacts {artifacts} (heartbeat {duration(storage['heartbeat_s'])}, "
+            f"grace {duration(storage['grace_period_s'])})")
 
 
 def _objective(plan: Plan) -> str:

@@ -81,7 +81,7 @@ def test_target_env_for_a_gpu_box_compiles_cuda_here(example_copy: Path, tmp_pat
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 2
     assert "qas: error: device cuda:1 is not available here: onnxruntime has no CUDAExecutionProvider" in run.stderr
-    assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
+    assert not (example_copy / "autosearch_output" / "tinycnn_study.journal").exists()
 
 
 def test_the_script_names_missing_packages_before_any_work(example_copy: Path, bare_python: Path) -> None:

@@ -65,7 +65,8 @@ def test_derive_on_the_example() -> None:
     assert facts.max_failures == DEFAULT_MAX_FAILURES
     assert facts.space_hash == canonical_hash(facts.space)
     assert facts.study_name == f"tinycnn-{facts.space_hash[:STUDY_HASH_CHARS]}"
-    assert (facts.study_file, facts.script_file) == ("tinycnn_study.db", "tinycnn_autosearch.py")
+    assert (facts.study_file, facts.script_file) == ("tinycnn_study.journal", "tinycnn_autosearch.py")
+    assert (facts.workers, facts.storage) == (1, {"kind": "journal"})  # engine qas's default storage
     assert facts.model == EXAMPLE_DIR / "models" / "tinycnn.onnx" and facts.external_data is None
     assert (facts.output_dir, facts.temp_dir) == (out, out / "tmp")
     assert facts.calibration.path == EXAMPLE_DIR / "data" / "calib"

@@ -8,7 +8,7 @@ from functools import partial
 from ..diagnostics import Diagnostic
 from ..environment import Environment
 from ..model import Spec
-from . import budget, data, device, environment, exclusion, intake, metric, resolve, space
+from . import budget, data, device, environment, exclusion, intake, metric, parallel, resolve, space
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
@@ -17,6 +17,7 @@ def passes(env: Environment) -> tuple[tuple[str, Pass], ...]:
     """Only the environment pass depends on where the script will run."""
     return (
         ("resolve", resolve.check),
+        ("parallel", parallel.check),
         ("space", space.check),
         ("device", device.check),
         ("environment", partial(environment.check, env=env)),

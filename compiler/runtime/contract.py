@@ -27,10 +27,14 @@ def script_file(name: str) -> str:
     return f"{name}_autosearch.py"
 
 
+STORAGE_FILE_SUFFIXES = {"journal": ".journal", "sqlite": ".db", "url": ""}  # storage kind -> study file suffix
+
+
 def study_file(name: str, kind: str = "journal") -> str:
-    """The spec's name and the storage kind in; the study file's name out (with a URL storage: the base name of
-    the local lock files)."""
-    return {"journal": f"{name}_study.journal", "sqlite": f"{name}_study.db", "url": f"{name}_study"}[kind]
+    """The spec's name and the storage kind in; the study file's name out: <name>_study.journal (Optuna's
+    JournalFileBackend), <name>_study.db (SQLite), or for a database URL <name>_study, the base name of the
+    local lock files."""
+    return f"{name}_study{STORAGE_FILE_SUFFIXES[kind]}"
 
 
 # --- Studies ---------------------------------------------------------------------------------------
@@ -74,9 +78,9 @@ SAMPLER_CLASSES = {
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
 IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL"}  # distributions whose module is named otherwise
-DEFAULT_HEARTBEAT_SECONDS = 10.0  # URL storage: how often a worker records that its trial is alive
-DEFAULT_GRACE_SECONDS = 60.0  # URL storage: a RUNNING trial without a heartbeat this long is a dead worker's
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
+DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
+DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,8 @@ class Engine:
     keep_models: bool  # prunes models by keep_models
     max_failures: bool  # goes on after a failing trial, up to max_failures (else the first failure ends it)
     trial_timeout: bool  # stops a trial that runs past search.trial_timeout
+    storages: tuple[str, ...]  # storage kinds it can keep its study in ("journal" | "sqlite" | "url"); the first is the default
+    workers: bool  # runs several worker processes on one study (search.workers > 1, output.launch)
     space_in_study_name: bool  # the study name carries the space hash (a changed space starts a new study)
     grid_reruns_on_resume: bool  # a two-stage search re-runs its whole grid stage on every start
     keeps_outputs_in_memory: bool  # scores without Quark's float-output dumps on disk
@@ -96,8 +102,6 @@ class Engine:
     writes: tuple[str, ...]  # files the search writes besides the study and the quantized models
     winner: str  # the winner's file name
     grid_winner: str  # the winner's file name when the search is grid-only
-    storages: tuple[str, ...] = ("sqlite",)  # storage kinds it can use; the first is the default
-    workers: bool = False  # runs several worker processes on one study
 
     def winner_pattern(self, grid_only: bool) -> str:
         """The winner's file name (a pattern with <trial> or <index>) for this kind of search."""
@@ -107,15 +111,13 @@ class Engine:
 ENGINES = {
     "qas": Engine(
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
-        space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
-        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE,
-        storages=("journal", "url"), workers=True),
+        storages=("journal", "url"), workers=True, space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
+        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
-        trial_timeout=False,
+        trial_timeout=False, storages=("sqlite",), workers=False,  # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)
         space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
         writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE, SEARCH_LOG_FILE),
-        winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx",
-        storages=("sqlite",), workers=False),  # Quark hard-wires SQLite, and its n_jobs > 1 crashes (F2)
+        winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),
 }
 DEFAULT_ENGINE = "qas"
