@@ -57,7 +57,8 @@ INTEGER_PATHS = [p for p in _integer_paths(load_schema("spec.schema.json"))
 
 def test_the_integer_fields_are_all_covered() -> None:
     assert set(INTEGER_PATHS) == {("qas",), ("calibration", "limit"), ("calibration", "preprocess", "resize", 0),
-                                  ("search", "seed"), ("search", "n_trials"), ("search", "max_failures")}
+                                  ("search", "seed"), ("search", "n_trials"), ("search", "max_failures"),
+                                  ("search", "workers")}
 
 
 @pytest.mark.parametrize("path", [p for p in INTEGER_PATHS if p != ("qas",)])
