@@ -1,0 +1,149 @@
+"""Several workers end to end with the real amd-quark on CPU: `qas run --workers 2` on the journal file; a worker
+SIGKILLed mid-trial on the journal file and on a real PostgreSQL server, whose configuration another worker finishes,
+with the budget exact, nothing RUNNING and nothing quantized twice, and best_config.json naming the study's best."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import needs_quark, qas
+
+pytestmark = [pytest.mark.e2e, needs_quark]
+
+SPEC = """qas: 1
+name: small
+model: models/tinycnn.onnx
+calibration: {folder: data/calib, limit: 4}
+evaluation: {evaluator: evals.py:size, higher_is_better: false}
+search:
+  space:
+    activation: [Int8Spec]
+    activation_params:
+      calibration_method: [MinMax, Percentile, Entropy]
+      only_if: activation
+    weight: [Int8Spec, Int16Spec]
+  sampler: TPE
+  seed: 3
+  n_trials: 4
+device: cpu
+"""
+
+# Scores a model by its file size. The first worker to score a quantized model while `hang` exists claims it
+# (hang.claimed, atomically), writes its pid to `hanging` and hangs there, so a test can kill it mid-trial.
+EVALUATOR = '''import os, time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def size(model_path):
+    if "quantized" in model_path and (HERE / "hang").exists():
+        try:
+            os.close(os.open(HERE / "hang.claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            pass
+        else:
+            (HERE / "hanging").write_text(str(os.getpid()))
+            time.sleep(600)
+    return os.path.getsize(model_path)
+'''
+
+
+def compiled(folder: Path, extra: str = "") -> Path:
+    (folder / "spec.yaml").write_text(SPEC + extra)
+    (folder / "evals.py").write_text(EVALUATOR)
+    (folder / "hang").write_text("")
+    done = qas("compile", str(folder / "spec.yaml"))
+    assert done.returncode == 0, done.stderr
+    return folder / "autosearch_output" / "small_autosearch.py"
+
+
+def kill_the_hanging_worker(folder: Path, processes: list[subprocess.Popen]) -> int:
+    """Wait until a worker hangs in a trial, SIGKILL it; its pid out."""
+    deadline = time.monotonic() + 240
+    while not (folder / "hanging").exists() or not (folder / "hanging").read_text():
+        assert time.monotonic() < deadline, "no worker reached a quantized model"
+        assert any(p.poll() is None for p in processes), [p.communicate() for p in processes]
+        time.sleep(0.2)
+    pid = int((folder / "hanging").read_text())
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def report(out: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "compiler", "report", str(out), "--format", "json"],
+                          capture_output=True, text=True, env=env or os.environ.copy(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def assert_exact(r: dict[str, Any], n_trials: int, killed_pid: int | None) -> None:
+    """The budget is exact, nothing runs, each configuration was quantized once, a killed trial was retried."""
+    trials = r["all_trials"]
+    assert not [t for t in trials if t["state"] in ("RUNNING", "WAITING")]
+    complete = [t for t in trials if t["state"] == "COMPLETE"]
+    assert len([t for t in complete if t["stage"] == "sampler"]) == n_trials
+    quantized = Counter(json.dumps(t["config"], sort_keys=True) for t in complete if t["reused_from"] is None)
+    assert max(quantized.values()) == 1
+    failed = [t for t in trials if t["state"] == "FAIL"]
+    if killed_pid is None:
+        assert not failed
+        return
+    assert len(failed) == 1 and failed[0]["interrupted"] and failed[0]["worker"].endswith(f":{killed_pid}")
+    retried = [t for t in complete if t["retried_from"] == failed[0]["number"]]
+    assert len(retried) == 1 and retried[0]["config"] == failed[0]["config"]
+    assert not retried[0]["worker"].endswith(f":{killed_pid}")
+    assert r["trials"]["failed"] == 0
+
+
+def test_qas_run_with_two_workers_on_the_journal_file_completes_the_budget_exactly(example_copy: Path) -> None:
+    spec = compiled(example_copy)
+    (example_copy / "hang").unlink()
+    done = qas("run", str(spec.parent), "--yes", "--workers", "2", timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "qas: 2 workers started" in done.stderr + done.stdout
+    r = report(spec.parent)
+    assert_exact(r, 4, None)
+    assert len(r["workers"]) == 2  # both worked
+    best = json.loads((spec.parent / "best_config.json").read_text())
+    assert best["value"] == min(t["value"] for t in r["all_trials"] if t["state"] == "COMPLETE")
+    assert (spec.parent / "best_model.onnx").is_file()
+
+
+def test_a_worker_sigkilled_mid_trial_is_replaced_by_the_other_on_the_journal_file(example_copy: Path) -> None:
+    spec = compiled(example_copy)
+    launcher = subprocess.Popen([sys.executable, str(spec), "--workers", "2"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    pid = kill_the_hanging_worker(example_copy, [launcher])
+    out, err = launcher.communicate(timeout=600)
+    assert launcher.returncode == 0, out + err  # the other worker finished the budget
+    assert "ended with killed by SIGKILL" in err
+    assert_exact(report(spec.parent), 4, pid)
+
+
+def test_two_workers_on_postgresql_one_sigkilled_mid_trial(example_copy: Path, postgres: Any) -> None:
+    spec = compiled(example_copy, "storage: {url_env: QAS_STORAGE_URL, heartbeat: 1s, grace_period: 3s}\n")
+    env = os.environ | {"QAS_STORAGE_URL": postgres.new_database()}
+    workers = [subprocess.Popen([sys.executable, str(spec), "--worker", "--worker-index", str(k)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for k in range(2)]
+    pid = kill_the_hanging_worker(example_copy, workers)
+    survivor = next(w for w in workers if w.pid != pid)
+    out, err = survivor.communicate(timeout=600)
+    assert survivor.returncode == 0, out + err
+    r = report(spec.parent, env)
+    assert_exact(r, 4, pid)
+    best = json.loads((spec.parent / "best_config.json").read_text())
+    assert best["value"] == min(t["value"] for t in r["all_trials"] if t["state"] == "COMPLETE")
+    killed = next(w for w in workers if w.pid == pid)
+    killed.communicate(timeout=30)
+    assert killed.returncode == -signal.SIGKILL
