@@ -348,3 +348,12 @@ class FakeQuark:
         config = json.loads(model.read_text())
         tuned = config.get("adaround_params", config.get("adaquant_params", {})).get("num_iterations", 0)
         return ACTIVATION_ERROR[config["activation"]] + (0.05 if config["cle_algo"] is None else 0.0) - tuned / 10000
+
+
+def study_storage(path: Path) -> Any:
+    """An Optuna storage over a study file an output folder holds: the journal (engine qas) or SQLite (autosearchpro)."""
+    import optuna
+
+    if path.suffix == ".journal":
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+    return f"sqlite:///{path}"

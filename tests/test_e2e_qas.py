@@ -17,7 +17,13 @@ import pytest
 
 from compiler.report import build_report
 
-from .conftest import EXAMPLE_DIR, compile_and_run, needs_quark, run_script
+from .conftest import (
+    EXAMPLE_DIR,
+    compile_and_run,
+    needs_quark,
+    run_script,
+    study_storage,
+)
 
 pytestmark = [pytest.mark.e2e, needs_quark]
 
@@ -47,14 +53,15 @@ device: cpu
 
 
 def studies(out: Path, name: str) -> tuple[optuna.Study, optuna.Study]:
-    storage = f"sqlite:///{out / (name + '_study.db')}"
+    storage = study_storage(out / (name + '_study.journal'))
     manifest_name = next(s.study_name for s in optuna.get_all_study_summaries(storage) if not s.study_name.endswith("-grid"))
     return (optuna.load_study(study_name=manifest_name, storage=storage),
             optuna.load_study(study_name=manifest_name + "-grid", storage=storage))
 
 
 def states(study: optuna.Study) -> list[str]:
-    return [t.state.name for t in study.trials]
+    """The states of the trials that ran (queued slots still WAITING left out)."""
+    return [t.state.name for t in study.trials if t.state.name != "WAITING"]
 
 
 def test_interrupted_run_resumes_to_exactly_the_budget_without_repeating_a_configuration(example_copy: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from .conftest import needs_quark, qas, run_script
+from .conftest import needs_quark, qas, run_script, study_storage
 
 pytestmark = [pytest.mark.e2e, needs_quark]
 
@@ -77,7 +77,7 @@ def start_hanging(script: Path, log: Path, ignore_sigint: bool = False) -> subpr
 
 
 def trials(script: Path) -> list[optuna.trial.FrozenTrial]:
-    storage = f"sqlite:///{script.parent / 'small_study.db'}"
+    storage = study_storage(script.parent / 'small_study.journal')
     name = next(s.study_name for s in optuna.get_all_study_summaries(storage) if not s.study_name.endswith("-grid"))
     return optuna.load_study(study_name=name, storage=storage).trials
 
@@ -100,7 +100,7 @@ def test_a_signal_stops_the_trial_in_hand_as_interrupted_and_a_rerun_resumes(exa
     assert proc.wait(timeout=60) == 130, log.read_text()[-3000:]
     text = log.read_text()
     assert f"qas: {signal.Signals(signum).name} received" in text and "re-run to resume" in text
-    (stopped,) = [t for t in trials(script) if t.state.name != "COMPLETE"]
+    (stopped,) = [t for t in trials(script) if t.state.name == "FAIL"]
     assert stopped.state.name == "FAIL" and stopped.user_attrs["interrupted"] is True  # not a failure
     assert not (script.parent / f"quantized_model_sampler_{stopped.number}.onnx").exists()
     resume_to_the_budget(example_copy, script)
@@ -112,15 +112,17 @@ def test_a_second_run_is_refused_naming_the_first_and_a_sigkilled_trial_is_recla
     first = start_hanging(script, tmp_path / "first.log")
     second = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert second.returncode == 2
-    assert f"another search is running on small_study.db: pid {first.pid} on " in second.stderr
+    assert f"another search is running on small_study.journal: pid {first.pid} on " in second.stderr
     assert "Traceback" not in second.stderr
 
     first.send_signal(signal.SIGKILL)  # no handler runs: the trial is left RUNNING, the OS frees the lock
     first.wait(timeout=30)
-    assert [t.state.name for t in trials(script)] == ["RUNNING"]
+    assert [t.state.name for t in trials(script) if t.state.name != "WAITING"] == ["RUNNING"]
     resumed = resume_to_the_budget(example_copy, script)
-    assert "1 trial(s) left RUNNING by an earlier run were marked interrupted" in resumed.stdout
+    assert "1 trial(s) left RUNNING by a worker that is gone were marked interrupted and queued again" in resumed.stdout
     killed = trials(script)[0]
     assert killed.state.name == "FAIL" and killed.user_attrs["interrupted"] is True
-    assert killed.user_attrs["error"].startswith("interrupted: its process ended")
-    assert os.path.exists(script.parent / "small_study.db.lock")
+    assert killed.user_attrs["error"].startswith("interrupted: its worker 0@")
+    retried = [t for t in trials(script) if t.user_attrs.get("retried_from") == killed.number]
+    assert [t.state.name for t in retried] == ["COMPLETE"] and retried[0].params == killed.params
+    assert os.path.exists(script.parent / "small_study.journal.lock")

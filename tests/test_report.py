@@ -154,7 +154,7 @@ def test_figures_match_the_study(run_dir: tuple[Path, optuna.Study, str]) -> Non
     assert report["budget"] == {"effective_trials": 6, "grid_configs": 2, "models_produced": 8}
     assert report["run_status"] == "finished"
     assert report["trials"] == {"complete_sampler": 6, "complete_grid": 2, "failed": 1, "interrupted": 0,
-                                "running": 1, "pruned": 0, "reused": 1, "total": 10}
+                                "running": 1, "pruned": 0, "waiting": 0, "retried": 0, "reused": 1, "total": 10}
     assert report["budget_reached"] is True
     best = report["best"]
     assert (best["trial_number"], best["value"]) == (study.best_trial.number, study.best_trial.value)
@@ -167,7 +167,7 @@ def test_figures_match_the_study(run_dir: tuple[Path, optuna.Study, str]) -> Non
     assert report["top5"][0]["params"] == study.best_trial.params
     assert [e["stage"] for e in report["top5"]] == [TRIALS[n][0] for n in TOP5[direction]]
     assert report["failures"] == [{"number": 3, "stage": "sampler", "error": ERROR + "\n  (traceback follows)"}]
-    assert report["study"] == {"db": DB, "name": STUDY, "grid_name": None}
+    assert report["study"] == {"db": DB, "name": STUDY, "grid_name": None, "url_env": None}
     assert best["study"] == STUDY and report["importances_study"] == STUDY
     assert any("RUNNING" in note for note in report["notes"])
 
@@ -296,7 +296,7 @@ def test_files_written(run_dir: tuple[Path, optuna.Study, str]) -> None:
 
 @pytest.mark.parametrize("breakage, expected", [
     ("no_manifest", "no run_manifest.yaml"),
-    ("no_db", "no study database"),
+    ("no_db", "no study file"),
     ("wrong_study", "no study 'tinycnn' in"),
     ("not_a_db", "is not a SQLite database (damaged, or another file)"),
     ("empty_db", "is empty (truncated?), so its trials are lost"),
@@ -393,7 +393,8 @@ def test_grid_study_of_engine_qas(tmp_path: Path) -> None:
     report = build_report(tmp_path)
     assert report["study"]["grid_name"] == STUDY + "-grid"
     assert report["trials"] == {"complete_sampler": 3, "complete_grid": 2, "failed": 1, "interrupted": 1,
-                                "running": 0, "pruned": 0, "reused": 1, "total": 7}
+                                "running": 0, "pruned": 0, "waiting": 0, "retried": 0, "reused": 1,
+                                "total": 7}
     assert report["budget_reached"] is True
     best = report["best"]
     assert (best["stage"], best["study"], best["trial_number"], best["value"]) == ("grid", STUDY + "-grid", 0, 0.05)

@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 from compiler.emit import RUN_MARKER, differences, split_run_block, write_atomically
 from compiler.resources import load_schema
 
-from .conftest import needs_quark
+from .conftest import needs_quark, study_storage
 
 QAS = [sys.executable, "-m", "compiler"]
 
@@ -33,7 +33,7 @@ def manifest(out: Path) -> dict:
 
 def study_best(out: Path) -> float:
     data = manifest(out)["outputs"]["study"]
-    storage = f"sqlite:///{out / data['db']}"
+    storage = study_storage(out / data['db'])
     values = [t.value for name in (data["name"], data["name"] + "-grid")
               for t in optuna.load_study(study_name=name, storage=storage).trials if t.state.name == "COMPLETE"]
     return min(values)
@@ -58,7 +58,7 @@ def test_a_declined_confirmation_runs_nothing(example_copy: Path) -> None:
     assert ran.returncode == 1, ran.stderr
     assert "plan for tinycnn" in ran.stdout
     assert "qas: not run (pass --yes" in ran.stderr
-    assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
+    assert not (example_copy / "autosearch_output" / "tinycnn_study.journal").exists()
 
 
 def test_no_answer_is_not_a_yes(example_copy: Path) -> None:
@@ -75,7 +75,7 @@ def test_a_manifest_out_of_date_with_its_spec_is_not_run(example_copy: Path) -> 
     assert ran.returncode == 1
     assert "is out of date with spec.yaml" in ran.stderr and "hint: run `qas compile spec.yaml`" in ran.stderr
     assert "+  requested_trials: 4" in ran.stdout  # the diff says what changed
-    assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
+    assert not (example_copy / "autosearch_output" / "tinycnn_study.journal").exists()
 
 
 def test_run_takes_the_output_folder_for_its_manifest(example_copy: Path) -> None:
@@ -91,7 +91,7 @@ def test_run_takes_the_output_folder_for_its_manifest(example_copy: Path) -> Non
     ran = qas("run", "autosearch_output/", "--yes", cwd=example_copy)  # read as autosearch_output/run_manifest.yaml
     assert ran.returncode == 1, ran.stderr
     assert "is out of date with spec.yaml" in ran.stderr and "+  requested_trials: 4" in ran.stdout
-    assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
+    assert not (example_copy / "autosearch_output" / "tinycnn_study.journal").exists()
 
 
 def test_a_manifest_whose_spec_is_gone_is_a_clear_error(example_copy: Path, tmp_path: Path) -> None:
@@ -216,13 +216,13 @@ def test_qas_run_on_a_study_another_run_holds_is_refused_before_writing_or_recor
     out = example_copy / "autosearch_output"
     assert subprocess.run(QAS + ["compile", "spec.yaml"], cwd=example_copy, capture_output=True).returncode == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    held = acquire(out / "tinycnn_study.db")  # as the first run's script holds it
+    held = acquire(out / "tinycnn_study.journal")  # as the first run's script holds it
     try:
         ran = subprocess.run(QAS + ["run", "spec.yaml", "--yes"], cwd=example_copy, capture_output=True, text=True,
                              timeout=300)
     finally:
         held.close()
     assert ran.returncode == 2
-    assert f"another search is running on tinycnn_study.db: pid {os.getpid()} on " in ran.stderr
-    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "tinycnn_study.db.lock"}
+    assert f"another search is running on tinycnn_study.journal: pid {os.getpid()} on " in ran.stderr
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "tinycnn_study.journal.lock"}
     assert after == {p: b for p, b in before.items()}  # no recompile, no run record, no report, no log line
