@@ -25,6 +25,7 @@ from .pipeline import Result, compile_spec
 from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
 from .report import build_report, report_text, write_report_files
+from .report.status import status_text
 from .runner import manifest_target, record, run_search
 from .runtime.lock import holder as lock_holder
 from .runtime.contract import MANIFEST_FILE, RUN_LOG_FILE
@@ -406,6 +407,35 @@ def report_command(
         return
     sys.stdout.write(report_text(report))
     typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)
+
+
+@app.command("status", cls=Command)
+@_guard
+def status_command(
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="A search's output dir (holding run_manifest.yaml).",
+                                            show_default=False)],
+    fmt: Annotated[Format, typer.Option("--format", help="The status as text or JSON.")] = Format.text,
+) -> None:
+    """Where a search stands, while it runs: the budget, each worker's trials and what it runs now, failures,
+    retried trials and the best so far. Reads the study (the journal file, or the database in the variable
+    storage.url_env names); writes nothing.
+
+    Examples:
+
+      qas status specs/example/autosearch_output
+
+      QAS_STORAGE_URL=postgresql+psycopg://... qas status out/ --format json | jq .workers
+    """
+    if not out_dir.is_dir():
+        _fail(f"no output dir at {out_dir}", fmt)
+    report = build_report(out_dir)
+    if isinstance(report, str):
+        _fail(report, fmt)
+    if fmt is Format.json:
+        keys = ("name", "budget", "trials", "budget_reached", "best", "workers", "all_trials")
+        sys.stdout.write(json.dumps({"ok": True, **{k: report[k] for k in keys}}, indent=2) + "\n")
+        return
+    sys.stdout.write(status_text(report))
 
 
 def _preset_names(incomplete: str) -> list[str]:

@@ -118,6 +118,9 @@ def test_qas_run_with_two_workers_on_the_journal_file_completes_the_budget_exact
     best = json.loads((spec.parent / "best_config.json").read_text())
     assert best["value"] == min(t["value"] for t in r["all_trials"] if t["state"] == "COMPLETE")
     assert (spec.parent / "best_model.onnx").is_file()
+    status = qas("status", str(spec.parent))
+    assert status.returncode == 0 and "4 of 4 sampler trials complete (budget reached)" in status.stdout
+    assert sum(line.startswith("  0@") or line.startswith("  1@") for line in status.stdout.splitlines()) == 2
 
 
 def test_a_worker_sigkilled_mid_trial_is_replaced_by_the_other_on_the_journal_file(example_copy: Path) -> None:

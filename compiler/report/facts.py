@@ -153,7 +153,8 @@ def _trial_row(r: _Row, numbers: dict[tuple[str, int], Any]) -> dict[str, Any]:
             "value": r.trial.value, "config": a.get(ATTR_CONFIG), "grid_index": a.get(ATTR_GRID_INDEX),
             "worker": a.get(ATTR_WORKER), "model": _model_of(r, numbers), "reused_from": a.get(ATTR_REUSED_FROM),
             "retried_from": a.get(ATTR_RETRIED_FROM), "interrupted": bool(a.get(ATTR_INTERRUPTED)),
-            "error": a.get(ATTR_ERROR)}
+            "error": a.get(ATTR_ERROR),
+            "started": r.trial.datetime_start.isoformat(timespec="seconds") if r.trial.datetime_start else None}
 
 
 def _workers(rows: list[_Row]) -> dict[str, dict[str, int]]:
