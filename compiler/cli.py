@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 import traceback
 from enum import Enum
@@ -219,8 +220,11 @@ def compile_command(
         diff = differences(result.files, result.out_dir)
         if diff:
             sys.stdout.write(diff)
-            typer.echo(f"qas: {result.out_dir} is out of date with {spec}; run `{_command('qas', 'compile', spec)}`",
-                       err=True)
+            # hand-edited or foreign files need --force to be replaced, and a stray runtime file only goes by hand
+            force_hint = " --force" if refuse_overwrites(result.files, result.out_dir, False) else ""
+            stray = " (and delete the files it lists as only in the runtime folder)" if "only in " in diff else ""
+            typer.echo(f"qas: {result.out_dir} is out of date with {spec}; run "
+                       f"`{_command('qas', 'compile', spec)}{force_hint}`{stray}", err=True)
             raise typer.Exit(EXIT_SPEC)
         typer.echo(f"qas: {result.out_dir} is up to date", err=True)
         return
@@ -353,7 +357,9 @@ def run_command(
             typer.echo(f"qas: warning: the report files were not written: {written}", err=True)
         else:
             typer.echo(f"wrote {', '.join(_display_name(result.out_dir / f) for f in written)}", err=True)
-    typer.echo(f"qas: run {outcome.status} (exit code {outcome.exit_code}); recorded in "
+    how = (f"killed by {signal.Signals(-outcome.exit_code).name}, exit code {outcome.exit_code}"
+           if outcome.exit_code < 0 else f"exit code {outcome.exit_code}")
+    typer.echo(f"qas: run {outcome.status} ({how}); recorded in "
                f"{_display_name(result.out_dir / MANIFEST_FILE)}; log {_display_name(result.out_dir / RUN_LOG_FILE)}",
                err=True)
     raise typer.Exit(outcome.exit_code)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .diagnostics import Diagnostic, diag
 from .render import HEADER_PREFIX, script_is_hand_edited
-from .runtime.contract import MANIFEST_FILE
+from .runtime.contract import MANIFEST_FILE, RUNTIME_PACKAGE
 
 OUTPUT_PATH = ("output", "dir")
 OUTPUT_HINT = "choose another output.dir, or move what is in the way"
@@ -198,4 +198,15 @@ def differences(files: dict[str, str], out_dir: Path) -> str:
         label = str(target) if current is not None else "/dev/null"
         chunks.append("".join(difflib.unified_diff(before, text.splitlines(keepends=True),
                                                    fromfile=label, tofile=f"{target} (compiled)")))
+    chunks += [f"only in {path}: a file qas did not write in its runtime folder (delete it)\n"
+               for path in _stray_runtime_files(files, out_dir)]
     return "".join(chunks)
+
+
+def _stray_runtime_files(files: dict[str, str], out_dir: Path) -> list[Path]:
+    """Files in the runtime copy's folder that compile would not write (the copy is all qas's)."""
+    folder = out_dir / RUNTIME_PACKAGE
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and p.relative_to(out_dir).as_posix() not in files)

@@ -38,6 +38,21 @@ def test_check_reports_a_diff_and_writes_nothing(example_copy: Path) -> None:
     assert checked.returncode == 1
     assert "-    n_trials=3," in checked.stdout and "+    n_trials=5," in checked.stdout
     assert script.read_text() == before
+    assert checked.stderr.rstrip().endswith("run `qas compile " + str(spec) + "`")
+
+
+def test_check_names_a_hand_edit_s_force_and_a_stray_runtime_file(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    assert qas("compile", str(spec)).returncode == 0
+    out = example_copy / "autosearch_output"
+    (out / "qas_runtime" / "extra.py").write_text("x = 1\n")
+    checked = qas("compile", "--check", str(spec))
+    assert checked.returncode == 1 and "extra.py: a file qas did not write in its runtime folder" in checked.stdout
+    assert "delete the files it lists" in checked.stderr and "--force" not in checked.stderr
+    (out / "qas_runtime" / "extra.py").unlink()
+    (out / "tinycnn_autosearch.py").write_text((out / "tinycnn_autosearch.py").read_text() + "# mine\n")
+    checked = qas("compile", "--check", str(spec))
+    assert checked.returncode == 1 and "--force`" in checked.stderr
 
 
 def test_hand_edited_script_is_not_overwritten_without_force(example_copy: Path) -> None:
