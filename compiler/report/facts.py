@@ -134,6 +134,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "top5": [{"number": r.trial.number, "value": r.trial.value, "stage": r.stage, "params": r.trial.params,
                   "score": _score(r.trial.value, float_score, higher_is_better),
                   "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
+                  "model_exists": _model_of(r, numbers) is not None and (out_dir / _model_of(r, numbers)).is_file(),
                   "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
                  for r in ranked[:TOP_N]],
         "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}

@@ -62,7 +62,7 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         facts.append(("best", "none: no trial has completed"))
     settings, shown = _differing(r["top5"])
     top = [[str(i), str(e["number"]), e["stage"], _num(e["value"])]
-           + ([_num(e["score"]) if e.get("score") is not None else "-"] if scored else []) + [e["model"] or "-"]
+           + ([_num(e["score"]) if e.get("score") is not None else "-"] if scored else []) + [_model_cell(e)]
            + ([", ".join(f"{k}={_num(row[k])}" for k in shown if k in row) or "-"] if shown else [])
            for i, (e, row) in enumerate(zip(r["top5"], settings, strict=True), 1)]
     return {
@@ -167,3 +167,10 @@ def report_text(report: dict[str, Any]) -> str:
     if v["notes"]:
         lines += ["notes:"] + [f"  {note}" for note in v["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _model_cell(entry: dict[str, Any]) -> str:
+    """A top-5 row's model: its file name, marked when keep_models (or a hand) removed it."""
+    if not entry["model"]:
+        return "-"
+    return entry["model"] if entry.get("model_exists", True) else f"{entry['model']} (deleted)"
