@@ -19,7 +19,14 @@ from typing import Any, TextIO
 
 from .emit import RUN_MARKER, split_run_block, write_atomically
 from .render import yaml_scalar
-from .runtime.contract import ATTR_INTERRUPTED, EXIT_INTERRUPTED, GRID_STUDY_SUFFIX, MANIFEST_FILE, RUN_LOG_FILE
+from .runtime.contract import (
+    ATTR_INTERRUPTED,
+    ENGINES,
+    EXIT_INTERRUPTED,
+    GRID_STUDY_SUFFIX,
+    MANIFEST_FILE,
+    RUN_LOG_FILE,
+)
 
 POLL_SECONDS = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -61,10 +68,13 @@ def manifest_target(path: Path) -> Path | None | str:
 
 
 def total_trials(manifest: dict[str, Any]) -> int:
-    """The trials a full run completes: the sampler budget, plus the grid stage's configurations unless the
-    sampler is Grid (then the budget already counts them)."""
+    """The trials a full run records in its study: the sampler budget, plus the grid stage's configurations unless
+    the sampler is Grid (then the budget already counts them) or Quark's own loop runs the grid stage (it keeps
+    those out of the study)."""
     budget = manifest["budget"]
-    grid = 0 if manifest["search"].get("sampler") == "Grid" else budget["grid_configs"]
+    engine = ENGINES.get(manifest.get("engine", ""))
+    outside = engine is not None and engine.quark_loop  # Quark runs its grid stage outside the study (F11)
+    grid = 0 if manifest["search"].get("sampler") == "Grid" or outside else budget["grid_configs"]
     return budget["effective_trials"] + grid
 
 
@@ -125,7 +135,13 @@ def _interrupt(signum: int, _frame: Any) -> None:
 
 
 def _run(out_dir: Path, python: str, console: Any, verbose: bool, workers: int | None) -> Outcome:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     manifest, _ = load_manifest(out_dir)
     argv = command(manifest, python) + (["--verbose"] if verbose else []) + (

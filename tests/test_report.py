@@ -611,3 +611,15 @@ def test_a_built_in_metric_names_the_float_model_as_the_reference(tmp_path: Path
     write_manifest(tmp_path, evaluation='  evaluation:\n    metric: "cos"\n')  # maximized; the study is read as is
     text = report_text(build_report(tmp_path))
     assert "float model  the reference: each value is the cos of" in text and " 0 against itself" not in text
+
+
+def test_quark_s_own_grid_stage_is_not_counted_as_zero_of_n(run_dir: tuple[Path, optuna.Study, str]) -> None:
+    from compiler.runner import total_trials
+
+    out, _, _ = run_dir
+    report = build_report(out) | {"grid_outside_study": True}  # engine autosearchpro: Quark's grid stage (F11)
+    text = report_text(report)
+    assert "the 2-config grid stage run by Quark outside the study" in text and "of 2 grid configs" not in text
+    manifest = {"engine": "autosearchpro", "search": {"sampler": "TPE"},
+                "budget": {"effective_trials": 6, "grid_configs": 2}}
+    assert total_trials(manifest) == 6 and total_trials(manifest | {"engine": "qas"}) == 8

@@ -24,7 +24,9 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         trials = f"{t['complete_sampler'] + t['complete_grid']} of {b['effective_trials']} grid configs complete"
     else:
         trials = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials complete"
-        if b["grid_configs"] or t["complete_grid"]:
+        if r.get("grid_outside_study") and b["grid_configs"]:
+            trials += f", the {b['grid_configs']}-config grid stage run by Quark outside the study"
+        elif b["grid_configs"] or t["complete_grid"]:
             trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
     trials += " (budget reached)" if r["budget_reached"] else " (budget NOT reached)"
     others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "waiting", "pruned") if t.get(k)]
