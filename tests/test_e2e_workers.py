@@ -150,3 +150,27 @@ def test_two_workers_on_postgresql_one_sigkilled_mid_trial(example_copy: Path, p
     killed = next(w for w in workers if w.pid == pid)
     killed.communicate(timeout=30)
     assert killed.returncode == -signal.SIGKILL
+
+
+def test_ctrl_c_stops_every_worker_cleanly_and_a_rerun_finishes_the_budget(example_copy: Path) -> None:
+    spec = compiled(example_copy)
+    launcher = subprocess.Popen([sys.executable, str(spec), "--workers", "2"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not (example_copy / "hanging").exists() or not (example_copy / "hanging").read_text():
+        assert time.monotonic() < deadline and launcher.poll() is None
+        time.sleep(0.2)
+    launcher.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal gives the launcher (its workers have their own group)
+    out, err = launcher.communicate(timeout=180)
+    assert launcher.returncode == 130, out + err
+    assert err.count("SIGINT received") == 2 and "Traceback" not in err  # passed on to both workers, once
+    r = report(spec.parent)
+    assert not [t for t in r["all_trials"] if t["state"] == "RUNNING"]
+    stopped = [t for t in r["all_trials"] if t["state"] == "FAIL"]
+    assert stopped and all(t["interrupted"] for t in stopped) and r["trials"]["failed"] == 0
+    (example_copy / "hang").unlink()
+    rerun = subprocess.run([sys.executable, str(spec), "--workers", "2"], capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    trials = report(spec.parent)["all_trials"]
+    assert len([t for t in trials if t["state"] == "COMPLETE" and t["stage"] == "sampler"]) == 4
+    assert not [t for t in trials if t["state"] in ("RUNNING", "WAITING")]

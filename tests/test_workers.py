@@ -49,9 +49,12 @@ class LoggedQuark(FakeQuark):
 def worker(folder: str, index: int, changes: dict[str, Any], hang_on: int | None = None) -> None:
     """One worker process: join the study in `folder` and run slots until the budget is reached."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    always_fail = changes.pop("__fail__", False)
     settings = fake_settings(Path(folder), **changes)
     search = Search(settings, worker_index=index, joining=True)
     fake = LoggedQuark(Path(folder) / "quantized.log", hang_on=hang_on)
+    if always_fail:
+        fake.fail_when = lambda config: True
     search.attach(fake.quantize, fake.score)
     search.run(stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
                              product_configs))
@@ -157,3 +160,64 @@ def test_the_launcher_s_exit_code_says_the_worst_of_its_workers(codes: tuple[int
     assert combined_exit(children, stopped) == expected
     if -9 in codes:
         assert "worker 1 ended with killed by SIGKILL" in capsys.readouterr().err
+
+
+def test_max_failures_counts_across_workers_and_keep_models_keeps_the_best_with_workers(tmp_path: Path) -> None:
+    changes = {"n_trials": 6, "keep_models": "best"}
+    Search(fake_settings(tmp_path, **changes))
+    processes = [start(tmp_path, index, changes) for index in range(2)]
+    for p in processes:
+        p.join(120)
+        assert p.exitcode == 0
+    search = Search(fake_settings(tmp_path, **changes))
+    models = sorted(p.name for p in tmp_path.glob("quantized_model_*.onnx"))
+    assert models == [search.ranked()[0].user_attrs[contract.ATTR_MODEL]]  # pruned by both, never the winner
+
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    changes = {"n_trials": 6, "two_stage": False, "grid_configs": 0, "max_failures": 3}
+    Search(fake_settings(failing, **changes))
+    processes = [start(failing, index, changes | {"__fail__": True}) for index in range(2)]
+    for p in processes:
+        p.join(120)
+        assert p.exitcode == 0
+    search = Search(fake_settings(failing, **changes))
+    # counted across both workers: the search stops at 3, give or take the one the other worker had in hand
+    assert 3 <= search.failures() <= 4 and not search.trials("COMPLETE") and not search.trials("RUNNING")
+
+
+def test_with_an_artifact_folder_the_winner_is_fetched_from_it_when_this_folder_lacks_it(tmp_path: Path) -> None:
+    from compiler.runtime.engine_qas import write_best
+
+    shared = tmp_path / "shared"
+    s = fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=3,
+                      storage={"kind": "journal", "artifacts": str(shared)})
+    search = Search(s)
+    fake = FakeQuark()
+    search.attach(fake.quantize, fake.score)
+    assert search.run([]) is None
+    best = search.ranked()[0]
+    assert all(t.user_attrs.get(contract.ATTR_ARTIFACT) for t in search.trials("COMPLETE")
+               if contract.ATTR_REUSED_FROM not in t.user_attrs)
+    made_here = (tmp_path / best.user_attrs[contract.ATTR_MODEL]).read_bytes()
+    for model in tmp_path.glob("quantized_model_*.onnx"):  # as if the trials ran on other machines
+        model.unlink()
+    summary = write_best(search)
+    assert summary["best_model"] == contract.BEST_MODEL_FILE
+    assert (tmp_path / contract.BEST_MODEL_FILE).read_bytes() == made_here
+
+
+def test_without_an_artifact_folder_a_winner_made_elsewhere_is_named_not_copied(tmp_path: Path, capsys: Any) -> None:
+    from compiler.runtime.engine_qas import write_best
+
+    s = fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=2)
+    search = Search(s)
+    fake = FakeQuark()
+    search.attach(fake.quantize, fake.score)
+    search.run([])
+    (tmp_path / contract.BEST_MODEL_FILE).write_text("an older winner")
+    for model in tmp_path.glob("quantized_model_*.onnx"):
+        model.unlink()
+    summary = write_best(search)
+    assert summary["best_model"] is None and not (tmp_path / contract.BEST_MODEL_FILE).exists()
+    assert "copy it from there (set storage.artifacts" in capsys.readouterr().err
