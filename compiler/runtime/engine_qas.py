@@ -66,7 +66,8 @@ class Search:
                                                  direction=settings.direction, load_if_exists=True)
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
                                               direction=settings.direction, load_if_exists=True)
-        self.sampler_study.sampler = self._sampler(len(self.sampler_study.get_trials(deepcopy=False)))
+        ran = [t for t in self.sampler_study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
+        self.sampler_study.sampler = self._sampler(len(ran))  # queued slots are not draws
         self.slots = Slots(settings, storage, self.grid_study, self.sampler_study)
         self.top_up()
 
