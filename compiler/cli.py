@@ -87,7 +87,7 @@ def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) 
     if diagnostics:
         sys.stderr.write(to_text(diagnostics, shown))
         sys.stderr.write(summary_line(diagnostics) + "\n")
-    if summary is not None:
+    if summary is not None and not has_errors(extra or []):  # nothing was written: no plan that reads as if it were
         sys.stdout.write(summary_text(summary))
     return diagnostics
 

@@ -64,6 +64,7 @@ def test_hand_edited_script_is_not_overwritten_without_force(example_copy: Path)
     refused = qas("compile", str(spec))
     assert refused.returncode == 1
     assert "error[QAS801]" in refused.stderr and "edited by hand" in refused.stderr
+    assert "plan for" not in refused.stdout  # nothing was written: no plan that reads as if it were
     assert script.read_text() == edited  # nothing lost
     forced = qas("compile", "--force", str(spec))
     assert forced.returncode == 0
