@@ -29,7 +29,7 @@ from .report import build_report, report_text, write_report_files
 from .report.status import status_text
 from .runner import manifest_target, record, run_search
 from .runtime.lock import holder as lock_holder
-from .runtime.contract import MANIFEST_FILE, RUN_LOG_FILE
+from .runtime.contract import ENGINES, MANIFEST_FILE, RUN_LOG_FILE
 from .resources import load_schema
 from .scaffold import Refused, init_spec
 from .spacemath import count_configs, quark_discrete_size, stage1_space
@@ -322,6 +322,10 @@ def run_command(
         _report(result, Format.text)
         raise typer.Exit(EXIT_SPEC)
     assert result.out_dir is not None and result.plan is not None
+    if workers is not None and workers > 1 and not ENGINES[result.plan.engine].workers:
+        typer.echo(f"qas: error: engine {result.plan.engine} runs one process (Quark's n_jobs above 1 crashes)\n"
+                   f"  hint: drop --workers, or use engine qas (search.engine: qas) for several workers", err=True)
+        raise typer.Exit(EXIT_USAGE)
     running = lock_holder(result.out_dir / result.plan.study_db)
     if running is not None:  # refused before anything is written or recorded: that run's files are its own
         typer.echo(f"qas: error: another search is running on {result.plan.study_db}: {running}; wait for it to "

@@ -226,3 +226,11 @@ def test_qas_run_on_a_study_another_run_holds_is_refused_before_writing_or_recor
     assert f"another search is running on tinycnn_study.journal: pid {os.getpid()} on " in ran.stderr
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "tinycnn_study.journal.lock"}
     assert after == {p: b for p, b in before.items()}  # no recompile, no run record, no report, no log line
+
+
+def test_workers_for_an_engine_that_runs_one_process_are_refused_before_anything_runs(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    spec.write_text(spec.read_text().replace("  n_trials:", "  engine: autosearchpro\n  n_trials:"))
+    ran = qas("run", "spec.yaml", "--yes", "--workers", "2", cwd=example_copy)
+    assert ran.returncode == 2 and "engine autosearchpro runs one process" in ran.stderr
+    assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
