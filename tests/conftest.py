@@ -357,3 +357,53 @@ def study_storage(path: Path) -> Any:
     if path.suffix == ".journal":
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
     return f"sqlite:///{path}"
+
+
+# --- A search whose evaluator hangs on cue (for signals and killed workers) ----------------------------------
+HANG_SPEC = """qas: 1
+name: small
+model: models/tinycnn.onnx
+calibration: {folder: data/calib, limit: 4}
+evaluation: {evaluator: evals.py:size, higher_is_better: false}
+search:
+  space:
+    activation: [Int8Spec]
+    activation_params:
+      calibration_method: [MinMax, Percentile, Entropy]
+      only_if: activation
+    weight: [Int8Spec, Int16Spec]
+  sampler: TPE
+  seed: 3
+  n_trials: N_TRIALS
+device: cpu
+"""
+
+# A small search of the example whose evaluator can hang on cue. Scores a model by its file size. The first worker to score a quantized model while `hang` exists claims it
+# (hang.claimed, atomically), writes its pid to `hanging` and hangs there, so a test can kill it mid-trial.
+HANG_EVALUATOR = '''import os, time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def size(model_path):
+    if "quantized" in model_path and (HERE / "hang").exists():
+        try:
+            os.close(os.open(HERE / "hang.claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            pass
+        else:
+            (HERE / "hanging").write_text(str(os.getpid()))
+            time.sleep(600)
+    return os.path.getsize(model_path)
+'''
+
+
+def compile_hanging(folder: Path, n_trials: int, extra: str = "") -> Path:
+    """HANG_SPEC (plus `extra` spec lines) and its evaluator compiled in `folder`, with `hang` set; the script out."""
+    (folder / "spec.yaml").write_text(HANG_SPEC.replace("N_TRIALS", str(n_trials)) + extra)
+    (folder / "evals.py").write_text(HANG_EVALUATOR)
+    (folder / "hang").write_text("")
+    done = qas("compile", str(folder / "spec.yaml"))
+    assert done.returncode == 0, done.stderr
+    return folder / "autosearch_output" / "small_autosearch.py"

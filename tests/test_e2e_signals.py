@@ -13,50 +13,12 @@ from pathlib import Path
 import optuna
 import pytest
 
-from .conftest import needs_quark, qas, run_script, study_storage
+from .conftest import compile_hanging, needs_quark, run_script, study_storage
 
 pytestmark = [pytest.mark.e2e, needs_quark]
 
-SPEC = """qas: 1
-name: small
-model: models/tinycnn.onnx
-calibration: {folder: data/calib, limit: 4}
-evaluation: {evaluator: evals.py:size, higher_is_better: false}
-search:
-  space:
-    activation: [Int8Spec]
-    activation_params:
-      calibration_method: [MinMax, Percentile, Entropy]
-      only_if: activation
-    weight: [Int8Spec, Int16Spec]
-  sampler: TPE
-  seed: 3
-  n_trials: 2
-device: cpu
-"""
-
-# Scores a model by its file size; hangs on a quantized model while the file `hang` exists (the float model
-# is scored first, normally), after writing `hanging`, so a test knows a trial is in hand.
-EVALUATOR = '''import os, time
-from pathlib import Path
-
-HERE = Path(__file__).parent
-
-
-def size(model_path):
-    if "quantized" in model_path and (HERE / "hang").exists():
-        (HERE / "hanging").write_text(str(os.getpid()))
-        time.sleep(600)
-    return os.path.getsize(model_path)
-'''
-
-
 def compiled(example_copy: Path) -> Path:
-    (example_copy / "spec.yaml").write_text(SPEC)
-    (example_copy / "evals.py").write_text(EVALUATOR)
-    (example_copy / "hang").write_text("")
-    assert qas("compile", str(example_copy / "spec.yaml")).returncode == 0
-    return example_copy / "autosearch_output" / "small_autosearch.py"
+    return compile_hanging(example_copy, 2)
 
 
 def start_hanging(script: Path, log: Path, ignore_sigint: bool = False) -> subprocess.Popen:

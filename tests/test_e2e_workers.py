@@ -16,56 +16,12 @@ from typing import Any
 
 import pytest
 
-from .conftest import needs_quark, qas
+from .conftest import compile_hanging, needs_quark, qas
 
 pytestmark = [pytest.mark.e2e, needs_quark]
 
-SPEC = """qas: 1
-name: small
-model: models/tinycnn.onnx
-calibration: {folder: data/calib, limit: 4}
-evaluation: {evaluator: evals.py:size, higher_is_better: false}
-search:
-  space:
-    activation: [Int8Spec]
-    activation_params:
-      calibration_method: [MinMax, Percentile, Entropy]
-      only_if: activation
-    weight: [Int8Spec, Int16Spec]
-  sampler: TPE
-  seed: 3
-  n_trials: 4
-device: cpu
-"""
-
-# Scores a model by its file size. The first worker to score a quantized model while `hang` exists claims it
-# (hang.claimed, atomically), writes its pid to `hanging` and hangs there, so a test can kill it mid-trial.
-EVALUATOR = '''import os, time
-from pathlib import Path
-
-HERE = Path(__file__).parent
-
-
-def size(model_path):
-    if "quantized" in model_path and (HERE / "hang").exists():
-        try:
-            os.close(os.open(HERE / "hang.claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            pass
-        else:
-            (HERE / "hanging").write_text(str(os.getpid()))
-            time.sleep(600)
-    return os.path.getsize(model_path)
-'''
-
-
 def compiled(folder: Path, extra: str = "") -> Path:
-    (folder / "spec.yaml").write_text(SPEC + extra)
-    (folder / "evals.py").write_text(EVALUATOR)
-    (folder / "hang").write_text("")
-    done = qas("compile", str(folder / "spec.yaml"))
-    assert done.returncode == 0, done.stderr
-    return folder / "autosearch_output" / "small_autosearch.py"
+    return compile_hanging(folder, 4, extra)
 
 
 def kill_the_hanging_worker(folder: Path, processes: list[subprocess.Popen]) -> int:

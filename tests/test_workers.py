@@ -221,3 +221,20 @@ def test_without_an_artifact_folder_a_winner_made_elsewhere_is_named_not_copied(
     summary = write_best(search)
     assert summary["best_model"] is None and not (tmp_path / contract.BEST_MODEL_FILE).exists()
     assert "copy it from there (set storage.artifacts" in capsys.readouterr().err
+
+
+def test_waiting_on_a_configuration_a_dead_worker_held_does_not_hang(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    search = Search(fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=2))
+    dead = f"0@{socket.gethostname()}:999999999"  # a pid no live worker holds a lock for
+    study, trial, _ = search.slots.claim(dead)
+    config = {"activation": "Int8Spec", "cle_algo": None}
+    trial.set_user_attr(contract.ATTR_CONFIG, config)
+    found: list[Any] = []
+    waiter = threading.Thread(target=lambda: found.append(search.scored(config)), daemon=True)
+    waiter.start()
+    waiter.join(30)
+    assert not waiter.is_alive() and found == [None]  # the dead worker's trial was failed; nothing to wait for
+    assert study.trials[trial.number].state.name == "FAIL"

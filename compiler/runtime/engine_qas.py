@@ -220,6 +220,7 @@ class Search:
                        for t in trials):
                 return None
             wait_between_polls()  # another worker is quantizing it: its result will be this one's
+            self.top_up()  # unless that worker died: then its trial is failed and this one quantizes it
 
     def run(self, grid_configs: list[dict[str, Any]]) -> int | None:
         """Claim and run slots until the budget is reached (by every worker); EXIT_INTERRUPTED after Ctrl-C, else None."""

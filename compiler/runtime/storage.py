@@ -12,14 +12,16 @@ Three kinds (settings.storage["kind"]):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from . import contract
 from .checks import fail
 
+SCHEMA_LOCK_KEY = 0x716173  # "qas": the advisory lock around Optuna's table creation
 CONNECT_TIMEOUT_SECONDS = 10  # a host that drops packets is a lost storage after this, not a hang
 POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgresql+psycopg2")
 
@@ -66,14 +68,32 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
         url = storage_url(env or "")
         try:
             warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats: in use
-            return optuna.storages.RDBStorage(
-                url, heartbeat_interval=int(max(1, round(heartbeat or contract.DEFAULT_HEARTBEAT_SECONDS))),
-                grace_period=int(max(2, round(grace or contract.DEFAULT_GRACE_SECONDS))),
-                engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_SECONDS}})
+            with _schema_lock(url):  # workers starting together on a new database would each create the tables
+                return optuna.storages.RDBStorage(
+                    url, heartbeat_interval=int(max(1, round(heartbeat or contract.DEFAULT_HEARTBEAT_SECONDS))),
+                    grace_period=int(max(2, round(grace or contract.DEFAULT_GRACE_SECONDS))),
+                    engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_SECONDS}})
         except Exception as error:  # noqa: BLE001 - a wrong host, password or database: say which, no traceback
             fail(f"cannot open the study storage {shown(url)} (from ${env}): {type(error).__name__}: "
                  f"{str(error).splitlines()[0] if str(error) else ''}")
     raise ValueError(f"unknown storage kind {kind!r}")
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str) -> Iterator[None]:
+    """Hold a PostgreSQL advisory lock while Optuna checks (and, on a new database, creates) its tables."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url, connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS})
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+            try:
+                yield
+            finally:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": SCHEMA_LOCK_KEY})
+    finally:
+        engine.dispose()
 
 
 def open_storage_for(settings: Any) -> Any:
