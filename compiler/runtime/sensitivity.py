@@ -23,7 +23,7 @@ from .files import write_json
 
 SENSITIVITY_FILE = contract.SENSITIVITY_FILE
 FORMAT = 1
-DEFAULTS = {"metric": "L2", "samples": 8, "aggregate": "sum", "blocks": {}, "top": 20, "base": None, "search": None}
+DEFAULTS = {"method": "L2", "samples": 8, "aggregate": "sum", "blocks": {}, "top": 20, "base": None, "search": None}
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 KEEP_FLOAT_PARAM = {"top_k": "keep_float_top_k", "coverage": "keep_float_coverage"}  # the Optuna parameter's name
 
@@ -294,7 +294,7 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
     samples = sample_list(evaluation, opts["samples"])
     if not samples:
         raise ValueError("the evaluation reader gave no samples for the sensitivity analysis")
-    key = cache_key(settings.model_sha256, base, data_hash(sample_list(calib, 10**9), samples), opts["metric"],
+    key = cache_key(settings.model_sha256, base, data_hash(sample_list(calib, 10**9), samples), opts["method"],
                     len(samples), exclusions)
     path = settings.path(SENSITIVITY_FILE)
     with _locked(settings.path(SENSITIVITY_FILE + ".lock")):
@@ -303,10 +303,10 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
             say(f"qas: sensitivity: reusing {SENSITIVITY_FILE} (same model, base configuration, data and method)")
         else:
             say(f"qas: sensitivity: quantizing once with the base configuration, then scoring each candidate on "
-                f"{len(samples)} samples ({opts['metric']})")
+                f"{len(samples)} samples ({opts['method']})")
             measured = analyze(settings.model_path, quantize, base, exclusions, Runner(samples, settings.device),
-                               opts["metric"], settings.path(settings.temp_dir) if settings.temp_dir else settings.here)
-            data = {"format": FORMAT, "key": key, "metric": opts["metric"], "samples": len(samples), "base": base,
+                               opts["method"], settings.path(settings.temp_dir) if settings.temp_dir else settings.here)
+            data = {"format": FORMAT, "key": key, "method": opts["method"], "samples": len(samples), "base": base,
                     "fixed_exclusions": exclusions, **measured}
         data["aggregate"], data["blocks"] = opts["aggregate"], opts["blocks"]
         data["groups"] = rank(data["nodes"], opts["blocks"], opts["aggregate"])
@@ -315,7 +315,7 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
     say(f"qas: sensitivity: {cost['candidates']} candidates, {cost['inferences']} inferences in {cost['infer_s']:g} s "
         f"after one quantization of {cost['quantize_s']:g} s; most sensitive: "
         + ", ".join(f"{g['name']} ({g['score']:.3g})" for g in data["groups"][:3]))
-    for line in write_charts(path, data["groups"][:opts["top"]], data["metric"]):
+    for line in write_charts(path, data["groups"][:opts["top"]], data["method"]):
         say(f"qas: sensitivity: {line}")
     return Ranking(data["groups"])
 

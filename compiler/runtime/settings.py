@@ -49,7 +49,7 @@ class Settings:
     # (a PostgreSQL URL read from that environment variable at run time; study_db is then <name>_study, the base name
     # of the local lock files)
     storage: dict[str, Any] = field(default_factory=lambda: {"kind": "sqlite"})
-    # engine qas, when the spec declares it: {"metric": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
+    # engine qas, when the spec declares it: {"method": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
     # | "mean", "blocks": {name: [regex]}, "top": bars in the chart, "base": a nested config, "search": None |
     # {"top_k": [k, ...]} | {"coverage": {"low": f, "high": f}}}; None: the analysis runs only on `--sensitivity`,
     # with sensitivity.DEFAULTS
