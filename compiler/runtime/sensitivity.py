@@ -258,6 +258,7 @@ def analyze(float_path: Path, quantize: Callable[[dict[str, Any], Path, list[Any
     import onnx
 
     started = time.monotonic()
+    work.mkdir(parents=True, exist_ok=True)
     quantized_path = work / "sensitivity_base.onnx"
     quantize(base, quantized_path, exclusions)
     quantize_s = time.monotonic() - started
