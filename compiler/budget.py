@@ -99,6 +99,10 @@ def count_budget(spec: Spec) -> Budget:
         else:
             distinct = optuna_distinct(stage_space)
             effective = n if distinct == math.inf else min(n, int(distinct))
+    search = spec.keep_float.search if engine(spec).sensitivity else None
+    if search is not None and effective:  # one more sampled parameter (the sensitivity pass refuses it elsewhere)
+        distinct = math.inf if "coverage" in search else distinct * len(search["top_k"])
+        effective = n if distinct == math.inf else min(n, int(distinct))
     produced = grid + effective
     size = model_bytes(spec)
     dumps, lower_bound = output_dump_bytes(spec)

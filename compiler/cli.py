@@ -386,6 +386,65 @@ def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
         raise typer.Exit(EXIT_SPEC)
 
 
+@app.command("sensitivity", cls=Command)
+@_guard
+def sensitivity_command(
+    spec: SpecArg,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited script or files qas did not write.")] = False,
+    python: PythonOpt = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Groups to print, most sensitive first.")] = 10,
+) -> None:
+    """Compile SPEC, then rank its nodes and blocks by how much quantizing them hurts (engine qas).
+
+    One quantization with the base configuration, then one inference pass per candidate with its Q/DQ bypassed:
+    the output error that goes away is its sensitivity. The ranking goes to sensitivity.json in the output
+    folder (with sensitivity.html / .png when plotly / matplotlib are there) and is reused while the model, base
+    configuration, data and method stay the same.
+
+    Examples:
+
+      qas sensitivity spec.yaml
+
+      qas sensitivity spec.yaml --top 20 --python /opt/venvs/quark/bin/python
+    """
+    import subprocess
+
+    from .runtime.contract import ENGINES, SENSITIVITY_FILE
+
+    _require_file(spec)
+    interpreter = python or sys.executable
+    result = compile_spec(spec, _environment(interpreter, None))
+    if not result.ok:
+        _report(result, Format.text)
+        raise typer.Exit(EXIT_SPEC)
+    assert result.out_dir is not None and result.plan is not None
+    if not ENGINES[result.plan.engine].sensitivity:
+        typer.echo(f"qas: error: engine {result.plan.engine} has no sensitivity analysis\n"
+                   "  hint: remove search.engine (engine qas runs it)", err=True)
+        raise typer.Exit(EXIT_SPEC)
+    refused = refuse_overwrites(result.files, result.out_dir, force)
+    refused += [] if refused else write_atomically(result.files, result.out_dir)
+    _report(result, Format.text, refused)
+    if refused:
+        raise typer.Exit(EXIT_SPEC)
+    ran = subprocess.run([interpreter, str(result.out_dir / result.plan.script), "--sensitivity"],
+                         cwd=result.out_dir)
+    if ran.returncode != 0:
+        raise typer.Exit(ran.returncode)
+    data = json.loads((result.out_dir / SENSITIVITY_FILE).read_text(encoding="utf-8"))
+    total = sum(max(g["score"], 0.0) for g in data["groups"]) or 1.0
+    typer.echo(f"sensitivity ({data['method']} error at the output removed by keeping a group in float; "
+               f"quantized base error {data['baseline_error']:.4g}):")
+    for rank, group in enumerate(data["groups"][:top], 1):
+        nodes = "" if group["nodes"] == [group["name"]] else f"  [{', '.join(group['nodes'])}]"
+        typer.echo(f"  {rank:>3}. {group['name']:<24} {group['score']:>10.4g}  {100 * max(group['score'], 0) / total:5.1f}%"
+                   + nodes)
+    cost = data["cost"]
+    typer.echo(f"cost: 1 quantization ({cost['quantize_s']:g} s) + {cost['inferences']} inferences "
+               f"({cost['candidates']} candidates, {cost['infer_s']:g} s); "
+               f"{_display_name(result.out_dir / SENSITIVITY_FILE)}", err=True)
+
+
 @app.command("report", cls=Command)
 @_guard
 def report_command(

@@ -77,6 +77,12 @@ CODES: dict[str, Code] = _registry(
     Code("QAS331", E, "storage grace period not longer than its heartbeat"),
     Code("QAS332", E, "launch files need a shared storage (storage.url_env)"),
     Code("QAS333", E, "launch option does not fit the spec"),
+    # sensitivity-guided mixed precision (keep_float.blocks, .sensitivity, .search)
+    Code("QAS340", E, "keep_float block pattern matches no node"),
+    Code("QAS341", E, "keep_float block pattern is not a regular expression"),
+    Code("QAS342", E, "keep_float.search needs a sampler stage"),
+    Code("QAS343", E, "sensitivity base configuration is not in the search space"),
+    Code("QAS344", E, "keep_float.search coverage range is empty"),
     # budget
     Code("QAS401", E, "more than 200 trials without opt-in"),
     Code("QAS402", N, "Quark's trial clamp neutralized"),

@@ -20,6 +20,7 @@ from .model import ReaderSpec, Spec
 from .resolved import (direction, engine, heartbeat_and_grace, max_failures, merged_space, sample_counts, seconds,
                        spec_path, storage_kind, torch_device, two_stage)
 from .runtime.contract import STUDY_HASH_CHARS, Engine, script_file, study_file
+from .runtime.sensitivity import base_config, options
 from .spacemath import with_device
 
 DEFAULT_TEMP_DIR = "tmp"  # Quark's scratch folder, inside the output dir, when output.temp_dir is not written
@@ -80,6 +81,7 @@ class Facts:
     budget: Budget
     analysis: dict[str, Any]  # model_analysis.json without the sample counts (intake.analysis)
     samples: dict[str, int | None]  # samples per reader; None for a user reader class
+    sensitivity: dict[str, Any] | None  # Settings.sensitivity (every option explicit), or None when the spec has none
 
 
 def study_name(spec: Spec, record: Engine, space_hash: str) -> str:
@@ -115,7 +117,9 @@ def derive(spec: Spec) -> Facts:
     record = engine(spec)
     device = torch_device(spec.device)
     space = with_device(merged_space(spec), device)
-    space_hash = canonical_hash(space)
+    search = spec.keep_float.search if record.sensitivity else None
+    # a searched keep_float prefix is a parameter of the space: a changed one starts a new study
+    space_hash = canonical_hash(space if search is None else {"space": space, "keep_float_search": search})
     model_facts = analysis(spec)
     ev = spec.evaluation
     output_dir = spec_path(spec, spec.output.dir)
@@ -144,4 +148,17 @@ def derive(spec: Spec) -> Facts:
         budget=count_budget(spec),
         analysis=model_facts,
         samples=sample_counts(spec),
+        sensitivity=sensitivity_settings(spec, space) if record.sensitivity and spec.keep_float.uses_sensitivity else None,
     )
+
+
+def sensitivity_settings(spec: Spec, space: dict[str, Any]) -> dict[str, Any]:
+    """keep_float's sensitivity keys with every default applied, the base configuration resolved (the space's first
+    choices without fine-tuning, unless the spec names one)."""
+    k = spec.keep_float
+    given = dict(k.sensitivity or {})
+    out = options(given)
+    out["base"] = given["base"] if "base" in given else base_config(space)
+    out["blocks"] = {name: list(patterns) for name, patterns in k.blocks.items()}
+    out["search"] = k.search
+    return out

@@ -73,6 +73,7 @@ class Plan:
     trial_timeout: float | None  # engine qas: seconds a trial may run; None: no limit
     keep_models: str  # engine qas: "all" | "best" | "top-K"
     keep_float: dict[str, Any]  # engine qas: {"nodes": [...], "op_types": [...], "subgraphs": [[start, end]]}
+    sensitivity: dict[str, Any] | None  # engine qas: Settings.sensitivity (facts.sensitivity_settings), or None
     workers: int  # worker processes `python <script>` starts on this machine
     storage: dict[str, Any]  # Settings.storage (the URL's variable name, never its value)
     launch: dict[str, dict[str, Any]]  # cluster launch files, keyed kubernetes / slurm (cluster.launch_plan)
@@ -160,6 +161,7 @@ def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
         keep_models=spec.output.keep_models,
         keep_float={"nodes": list(spec.keep_float.nodes), "op_types": list(spec.keep_float.op_types),
                     "subgraphs": [list(p) for p in spec.keep_float.subgraphs]},
+        sensitivity=facts.sensitivity,
         workers=facts.workers,
         storage=facts.storage,
         launch=launch_plan(spec, _rel(out_abs, spec.workspace), facts.script_file),

@@ -137,10 +137,19 @@ class KeepFloatSpec:
     nodes: tuple[str, ...] = ()
     op_types: tuple[str, ...] = ()
     subgraphs: tuple[tuple[str, str], ...] = ()
+    blocks: dict[str, list[str]] = field(default_factory=dict)  # block name -> regexes, in the spec's order
+    sensitivity: dict[str, Any] | None = None  # {metric, samples, aggregate, top, base} as written
+    search: dict[str, Any] | None = None  # {"top_k": [...]} | {"coverage": {"low", "high"}}
 
     @property
     def empty(self) -> bool:
+        """No fixed node, op type or subgraph (the sensitivity keys are judged on their own)."""
         return not (self.nodes or self.op_types or self.subgraphs)
+
+    @property
+    def uses_sensitivity(self) -> bool:
+        """The spec declares the sensitivity analysis, its blocks or its search dimension."""
+        return bool(self.blocks) or self.sensitivity is not None or self.search is not None
 
 
 @dataclass(frozen=True)
@@ -227,7 +236,8 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
     k = data.get("keep_float", {})
     keep_float = KeepFloatSpec(path=("keep_float",), nodes=tuple(k.get("nodes", ())),
                                op_types=tuple(k.get("op_types", ())),
-                               subgraphs=tuple(tuple(pair) for pair in k.get("subgraphs", ())))
+                               subgraphs=tuple(tuple(pair) for pair in k.get("subgraphs", ())),
+                               blocks=k.get("blocks", {}), sensitivity=k.get("sensitivity"), search=k.get("search"))
     return Spec(file=file, text=text, name=data["name"], model=data["model"],
                 calibration=_reader(data["calibration"], ("calibration",)), evaluation=evaluation,
                 search=search, device=data["device"], output=output, keep_float=keep_float,

@@ -46,7 +46,16 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
                  "samples_assumed": t.samples_assumed,
                  "rough": ROUGH},
         "environment": plan.environment,
+        "sensitivity": _sensitivity(plan.sensitivity),
     }
+
+
+def _sensitivity(given: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The sensitivity stage as the plan shows it: method, samples, blocks and the searched prefix."""
+    if given is None:
+        return None
+    return {"method": given["method"], "samples": given["samples"], "aggregate": given["aggregate"],
+            "blocks": len(given["blocks"]), "search": given["search"]}
 
 
 def summary_text(s: dict[str, Any]) -> str:
@@ -78,6 +87,7 @@ def summary_text(s: dict[str, Any]) -> str:
         ("storage", _storage_text(s["storage"])),
         *([("launch", ", ".join(f"{launch['file']} ({launch['workers']} {LAUNCH_UNITS[target]})"
                                 for target, launch in s["launch"].items()))] if s["launch"] else []),
+        *([("keep float", _sensitivity_text(s["sensitivity"]))] if s["sensitivity"] else []),
         ("disk", ("at least " if disk["lower_bound"] else "") + f"{gb(disk['estimate_bytes'])} "
                  f"({gb(disk['models_bytes'])} models, {gb(disk['output_dump_bytes'])} output dumps)"),
         ("time/trial", classes + (" (sample count assumed)" if time["samples_assumed"] else "")),
@@ -112,3 +122,12 @@ def _objective(plan: Plan) -> str:
     if plan.higher_is_better:
         return "its drop from the float model's score (float minus quantized)"
     return "its rise over the float model's score (quantized minus float)"
+
+
+def _sensitivity_text(s: dict[str, Any]) -> str:
+    search = s["search"]
+    searched = ("not searched (qas sensitivity ranks only)" if search is None else
+                f"searched: top_k in {search['top_k']}" if "top_k" in search else
+                f"searched: coverage {search['coverage']['low']:g} to {search['coverage']['high']:g} of the total")
+    return (f"sensitivity ranking ({s['method']} on {s['samples']} samples, {s['blocks']} blocks by "
+            f"{s['aggregate']}, one quantization before the search); {searched}")

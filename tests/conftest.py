@@ -407,3 +407,47 @@ def compile_hanging(folder: Path, n_trials: int, extra: str = "") -> Path:
     done = qas("compile", str(folder / "spec.yaml"))
     assert done.returncode == 0, done.stderr
     return folder / "autosearch_output" / "small_autosearch.py"
+
+
+# --- A model whose plain quantization loses accuracy in one known node --------------------------------------------
+def outlier_model(folder: Path, width: int = 16, samples: int = 8) -> Path:
+    """A four-Gemm MLP (fc1 relu1 fc2 relu2 fc3 relu3 head) whose fc2 holds one outlier weight (500 among weights of
+    about 0.3) on an input that is always 0: harmless in float, but per-tensor int8 weights of fc2 round to 0. Writes
+    models/outlier.onnx and data/calib/*.npy (seeded) under `folder`; the model's path out."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+
+    def gemm(name: str, x: str, w: Any, b: Any) -> str:
+        inits.extend([numpy_helper.from_array(w.astype(np.float32), name + ".w"),
+                      numpy_helper.from_array(b.astype(np.float32), name + ".b")])
+        nodes.append(helper.make_node("Gemm", [x, name + ".w", name + ".b"], [name], name=name, transB=1))
+        return name
+
+    def relu(name: str, x: str) -> str:
+        nodes.append(helper.make_node("Relu", [x], [name], name=name))
+        return name
+
+    w1, b1 = rng.normal(0, 0.3, (width, width)), rng.normal(0, 0.05, width)
+    w1[0], b1[0] = 0.0, -1.0  # channel 0 is 0 after relu1
+    x = relu("relu1", gemm("fc1", "input", w1, b1))
+    w2 = rng.normal(0, 0.3, (width, width))
+    w2[:, 0] = 0.0
+    w2[3, 0] = 500.0  # the outlier meets channel 0: no effect in float
+    x = relu("relu2", gemm("fc2", x, w2, rng.normal(0, 0.05, width)))
+    x = relu("relu3", gemm("fc3", x, rng.normal(0, 0.3, (width, width)), rng.normal(0, 0.05, width)))
+    x = gemm("head", x, rng.normal(0, 0.3, (10, width)), rng.normal(0, 0.05, 10))
+    graph = helper.make_graph(nodes, "outlier", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, width])],
+                              [helper.make_tensor_value_info("head", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (folder / "models").mkdir(parents=True, exist_ok=True)
+    (folder / "data" / "calib").mkdir(parents=True, exist_ok=True)
+    path = folder / "models" / "outlier.onnx"
+    onnx.save(model, str(path))
+    for i in range(samples):
+        np.save(folder / "data" / "calib" / f"{i:02d}.npy", rng.normal(0, 1, (1, width)).astype(np.float32))
+    return path

@@ -20,6 +20,7 @@ VALID: dict[str, Any] = {
     "calibration": {"images": "img", "limit": 4, "preprocess": {"resize": [8, 8]}},
     "search": {"preset": "XINT8_SEARCH", "seed": 0, "n_trials": 3, "max_failures": 2},
     "device": "cpu",
+    "keep_float": {"sensitivity": {"samples": 4, "top": 5}, "search": {"top_k": [0, 1]}},
 }
 
 
@@ -58,7 +59,8 @@ INTEGER_PATHS = [p for p in _integer_paths(load_schema("spec.schema.json"))
 def test_the_integer_fields_are_all_covered() -> None:
     assert set(INTEGER_PATHS) == {("qas",), ("calibration", "limit"), ("calibration", "preprocess", "resize", 0),
                                   ("search", "seed"), ("search", "n_trials"), ("search", "max_failures"),
-                                  ("search", "workers")}
+                                  ("search", "workers"), ("keep_float", "sensitivity", "samples"),
+                                  ("keep_float", "sensitivity", "top"), ("keep_float", "search", "top_k", 0)}
 
 
 @pytest.mark.parametrize("path", [p for p in INTEGER_PATHS if p != ("qas",)])

@@ -8,7 +8,7 @@ from functools import partial
 from ..diagnostics import Diagnostic
 from ..environment import Environment
 from ..model import Spec
-from . import budget, data, device, environment, exclusion, intake, metric, parallel, resolve, space
+from . import budget, data, device, environment, exclusion, intake, metric, parallel, resolve, sensitivity, space
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
@@ -24,6 +24,7 @@ def passes(env: Environment) -> tuple[tuple[str, Pass], ...]:
         ("intake", intake.check),
         ("data", data.check),
         ("exclusion", exclusion.check),
+        ("sensitivity", sensitivity.check),
         ("budget", budget.check),
         ("metric", metric.check),
     )

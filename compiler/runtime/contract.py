@@ -20,6 +20,7 @@ SEARCH_LOG_FILE = "search.log"  # the script's library output (Quark, onnxruntim
 STAGE2_SPACE_FILE = "qas_sampler_space.json"  # engine autosearchpro: the sampler stage's space
 QUARK_BEST_PARAMS_FILE = "best_params.json"  # written by Quark's AutoSearchPro only
 QUARK_LOG_FILE = "auto_search.log"  # written by Quark's AutoSearchPro only
+SENSITIVITY_FILE = "sensitivity.json"  # engine qas: the sensitivity ranking (and its cache key)
 
 
 def script_file(name: str) -> str:
@@ -56,6 +57,7 @@ ATTR_ERROR = "error"  # a FAIL trial: "<ExceptionType>: <message>"
 ATTR_SLOT = "slot"  # an enqueued (WAITING) trial of the budget: STAGE_GRID | STAGE_SAMPLER
 ATTR_WORKER = "worker"  # who ran the trial: "<index>@<host>:<pid>"
 ATTR_ARTIFACT = "artifact"  # with storage.artifacts: the trial's model in Optuna's artifact store
+ATTR_KEEP_FLOAT = "keep_float"  # keep_float.search: {"choice", "groups", "nodes"} the trial kept in float
 ATTR_RETRIED_FROM = "retried_from"  # a slot queued again for a trial whose worker stopped: that trial's number
 STAGE_GRID = "grid"
 STAGE_SAMPLER = "sampler"
@@ -95,6 +97,7 @@ class Engine:
     trial_timeout: bool  # stops a trial that runs past search.trial_timeout
     storages: tuple[str, ...]  # storage kinds it can keep its study in ("journal" | "sqlite" | "url"); the first is the default
     workers: bool  # runs several worker processes on one study (search.workers > 1, output.launch)
+    sensitivity: bool  # ranks nodes by sensitivity and searches how many to keep in float (keep_float.search)
     space_in_study_name: bool  # the study name carries the space hash (a changed space starts a new study)
     grid_reruns_on_resume: bool  # a two-stage search re-runs its whole grid stage on every start
     keeps_outputs_in_memory: bool  # scores without Quark's float-output dumps on disk
@@ -111,11 +114,11 @@ class Engine:
 ENGINES = {
     "qas": Engine(
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
-        storages=("journal", "url"), workers=True, space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
+        storages=("journal", "url"), workers=True, sensitivity=True, space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
         writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
-        trial_timeout=False, storages=("sqlite",), workers=False,  # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)
+        trial_timeout=False, storages=("sqlite",), workers=False, sensitivity=False,  # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)
         space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
         writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE, SEARCH_LOG_FILE),
         winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),

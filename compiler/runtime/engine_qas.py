@@ -26,6 +26,7 @@ from .roles import Role
 from .settings import Settings
 from .slots import Slots
 from .space import config_key, pinned_stage2_space, stage_configs, suggest_config
+from .sensitivity import suggest_keep_float
 from . import stopping
 from .stopping import TrialTimer
 from .storage import (STORAGE_RETRIES, Heartbeat, check_study_storage, describe, is_storage_error, open_storage_for,
@@ -54,6 +55,7 @@ class Search:
         self.worker_index = worker_index
         self.quantize: Quantize | None = None  # set by attach(), once there is a trial to run
         self.score: Score | None = None
+        self.float_nodes: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # keep_float.search: choice -> nodes
         self._orphaned = False  # a storage error may have left this worker's trial RUNNING
         check_study_storage(settings)
         hold_worker_lock()  # before any claim: a RUNNING trial of a live worker is never taken for a dead one's
@@ -92,9 +94,11 @@ class Search:
         report can show each quantized model's score beside the difference the search minimized."""
         self.sampler_study.set_user_attr(contract.FLOAT_SCORE_ATTR, score)
 
-    def attach(self, quantize: Quantize, score: Score) -> None:
-        """Give the search its quantizer and scorer (the float model is scored already)."""
-        self.quantize, self.score = quantize, score
+    def attach(self, quantize: Quantize, score: Score,
+               float_nodes: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        """Give the search its quantizer and scorer (the float model is scored already), and with keep_float.search
+        what a choice keeps in float (recorded on each trial)."""
+        self.quantize, self.score, self.float_nodes = quantize, score, float_nodes
 
     def complete(self, study: Any) -> list[Any]:
         return [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
@@ -128,6 +132,8 @@ class Search:
         trial.set_user_attr(contract.ATTR_STAGE, stage)
         trial.set_user_attr(contract.ATTR_CONFIG, config)
         trial.set_user_attr(contract.ATTR_MODEL, model.name)
+        if "keep_float" in config and self.float_nodes is not None:
+            trial.set_user_attr(contract.ATTR_KEEP_FLOAT, self.float_nodes(config["keep_float"]))
         try:
             with TrialTimer(self.settings.trial_timeout), Heartbeat(self.storage, trial._trial_id):
                 self.quantize(config, model)
@@ -196,13 +202,16 @@ class Search:
         if space is None:  # cannot happen: sampler slots are queued only once the winner is pinned
             fail("a sampler slot was queued before the grid stage's winner was pinned")
         config = suggest_config(trial, space)
+        if self.settings.keep_float_search:  # one more parameter: how much of the sensitivity ranking stays float
+            config["keep_float"] = suggest_keep_float(trial, self.settings.keep_float_search)
         previous = self.scored(config)
         if previous is None:
             self.run_trial(study, trial, config, stage)
             return
         source = previous.user_attrs.get(contract.ATTR_REUSED_FROM, previous.number)  # the trial really quantized
-        for key in (contract.ATTR_STAGE, contract.ATTR_CONFIG, contract.ATTR_MODEL):
-            trial.set_user_attr(key, previous.user_attrs[key])
+        for key in (contract.ATTR_STAGE, contract.ATTR_CONFIG, contract.ATTR_MODEL, contract.ATTR_KEEP_FLOAT):
+            if key in previous.user_attrs:
+                trial.set_user_attr(key, previous.user_attrs[key])
         trial.set_user_attr(contract.ATTR_REUSED_FROM, source)
         study.tell(trial, previous.value)
         say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
@@ -343,6 +352,8 @@ def write_best(search: Search) -> dict[str, Any]:
         "spec_hash": settings.spec_hash,
         "space_hash": settings.space_hash,
     }
+    if contract.ATTR_KEEP_FLOAT in best.user_attrs:  # beyond the fixed keep_float: the groups and exact nodes
+        summary["keep_float"] = best.user_attrs[contract.ATTR_KEEP_FLOAT]
     if settings.evaluator is not None:
         summary["objective"] = "float-model score minus quantized-model score, oriented by higher_is_better; minimized"
         summary[contract.FLOAT_SCORE_ATTR] = search.sampler_study.user_attrs.get(contract.FLOAT_SCORE_ATTR)
@@ -391,6 +402,7 @@ def run_stages(search: Search) -> int | None:
     """Readers, the float score, Quark's quantizer, then the stages; EXIT_INTERRUPTED after Ctrl-C, else None."""
     from quark.onnx.quantization.auto_search.config_generator import generate_all_configs
 
+    from . import sensitivity
     from .quantize import QuarkQuantizer, float_exclusions
     from .scoring import Scorer, make_evaluator
 
@@ -404,15 +416,32 @@ def run_stages(search: Search) -> int | None:
     if settings.evaluator is not None:  # the baseline is oriented (F6): back to what the evaluator returned
         search.record_float_score(scorer.baseline if settings.evaluator["higher_is_better"] else -scorer.baseline)
     exclusions = float_exclusions(settings.model_path, settings.keep_float)
-    search.attach(QuarkQuantizer(settings.model_path, calib, exclusions), scorer.score)
+    quantizer = QuarkQuantizer(settings.model_path, calib, exclusions)
+    if settings.keep_float_search:  # the ranking first: each trial keeps a prefix of it in float
+        quantizer.ranking = sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
+    search.attach(quantizer, scorer.score, quantizer.ranking.float_nodes if quantizer.ranking else None)
     configs = stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
                             generate_all_configs)
     return search.run(configs)
 
 
+def run_sensitivity(settings: Settings) -> Any:
+    """`--sensitivity`: the readers and Quark's quantizer in; the ranking (sensitivity.json, its charts) out."""
+    from . import sensitivity
+    from .quantize import QuarkQuantizer, float_exclusions
+
+    calib, evaluation = prepared_readers(settings)
+    exclusions = float_exclusions(settings.model_path, settings.keep_float)
+    quantizer = QuarkQuantizer(settings.model_path, calib, exclusions)
+    return sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
+
+
 def main(settings: Settings, role: Role) -> int:
     """Run (or resume) the search as `role` says (alone, launching workers, or as one worker); the exit code out."""
     os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
+    if role.sensitivity_only:
+        run_sensitivity(settings)
+        return contract.EXIT_OK
     search = Search(settings, role.index, joining=role.worker)  # the studies and slots exist before any worker
     if search.budget_reached():  # a re-run of a finished search: no readers, no float score, no Quark
         if not role.worker:
@@ -435,4 +464,8 @@ def main(settings: Settings, role: Role) -> int:
     where = f"copied to {contract.BEST_MODEL_FILE}" if best["best_model"] else "not copied here"
     say(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage), {where}; "
         f"see {contract.BEST_CONFIG_FILE}")
+    if "keep_float" in best:
+        kept = best["keep_float"]
+        say(f"qas: the winner keeps {len(kept['groups'])} group(s) of the sensitivity ranking in float "
+            f"({kept['choice']}): {', '.join(kept['groups']) or 'none'}")
     return contract.EXIT_OK

@@ -35,6 +35,9 @@ def parse_args(argv: list[str] | None, settings: Settings) -> Role:
     parser.add_argument("--worker-index", type=int, default=None, metavar="K",
                         help="this worker's index: its sampler seed differs by it (default: $JOB_COMPLETION_INDEX, "
                              "$SLURM_ARRAY_TASK_ID, else 0)")
+    parser.add_argument("--sensitivity", action="store_true",
+                        help=f"only rank nodes and blocks by sensitivity into {contract.SENSITIVITY_FILE} (reused when "
+                             "nothing it depends on changed), then stop")
     parser.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)  # a launcher's worker
     args = parser.parse_args(argv)
     if args.workers < 1:
@@ -46,8 +49,10 @@ def parse_args(argv: list[str] | None, settings: Settings) -> Role:
     if not engine.workers and (args.workers > 1 or args.worker):
         parser.error(f"engine {engine.name} runs one process (Quark's n_jobs above 1 crashes); "
                      "use engine qas for several workers")
+    if args.sensitivity and not engine.sensitivity:
+        parser.error(f"engine {engine.name} has no sensitivity analysis; use engine qas")
     return Role(workers=args.workers, worker=args.worker or args.spawned, index=index, spawned=args.spawned,
-                verbose=args.verbose)
+                verbose=args.verbose, sensitivity_only=args.sensitivity)
 
 
 def main(settings: Settings, argv: list[str] | None = None) -> int:

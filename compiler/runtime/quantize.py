@@ -66,10 +66,19 @@ class QuarkQuantizer:
         self.model_path = model_path
         self.calib_reader = calib_reader
         self.exclusions = exclusions
+        self.ranking: Any = None  # sensitivity.Ranking, when the space searches keep_float
 
     def __call__(self, config: dict[str, Any], output: Path) -> None:
+        """A trial's config (with its `keep_float` search choice, if any) in; the model quantized with the fixed
+        keep_float plus the chosen prefix of the sensitivity ranking left in float."""
+        config = dict(config)
+        choice = config.pop("keep_float", None)
+        extra = self.ranking.float_nodes(choice)["nodes"] if choice is not None and self.ranking is not None else []
+        self.quantize(config, output, self.exclusions + [n for n in extra if n not in self.exclusions])
+
+    def quantize(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
         from quark.onnx import ModelQuantizer
 
         self.calib_reader.reset_iter()
-        ModelQuantizer(quark_qconfig(config, self.exclusions)).quantize_model(
+        ModelQuantizer(quark_qconfig(config, exclusions)).quantize_model(
             model_input=str(self.model_path), model_output=str(output), calibration_data_reader=self.calib_reader)

@@ -20,6 +20,7 @@ class Role:
     index: int = 0
     spawned: bool = False
     verbose: bool = False
+    sensitivity_only: bool = False  # --sensitivity: rank the nodes (sensitivity.json) and stop before the search
 
 
 def default_index() -> int:

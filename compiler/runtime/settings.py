@@ -49,6 +49,16 @@ class Settings:
     # (a PostgreSQL URL read from that environment variable at run time; study_db is then <name>_study, the base name
     # of the local lock files)
     storage: dict[str, Any] = field(default_factory=lambda: {"kind": "sqlite"})
+    # engine qas, when the spec declares it: {"method": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
+    # | "mean", "blocks": {name: [regex]}, "top": bars in the chart, "base": a nested config, "search": None |
+    # {"top_k": [k, ...]} | {"coverage": {"low": f, "high": f}}}; None: the analysis runs only on `--sensitivity`,
+    # with sensitivity.DEFAULTS
+    sensitivity: dict[str, Any] | None = None
+
+    @property
+    def keep_float_search(self) -> dict[str, Any] | None:
+        """The keep_float search dimension, when the space has one."""
+        return (self.sensitivity or {}).get("search")
 
     @property
     def here(self) -> Path:
