@@ -77,6 +77,13 @@ CODES: dict[str, Code] = _registry(
     Code("QAS331", E, "storage grace period not longer than its heartbeat"),
     Code("QAS332", E, "launch files need a shared storage (storage.url_env)"),
     Code("QAS333", E, "launch option does not fit the spec"),
+    # objectives, tolerance and stop rules
+    Code("QAS350", E, "tolerance the metric cannot take"),
+    Code("QAS351", E, "several objectives with a sampler or stage that takes one"),
+    Code("QAS352", E, "objectives without accuracy"),
+    Code("QAS353", E, "stop at tolerance without a tolerance"),
+    Code("QAS354", W, "latency measured by several workers"),
+    Code("QAS355", W, "tolerance stop can never fire"),
     # budget
     Code("QAS401", E, "more than 200 trials without opt-in"),
     Code("QAS402", N, "Quark's trial clamp neutralized"),

@@ -17,8 +17,8 @@ from typing import Any
 from .budget import Budget, count_budget, external_data_path
 from .intake import analysis
 from .model import ReaderSpec, Spec
-from .resolved import (direction, engine, heartbeat_and_grace, max_failures, merged_space, sample_counts, seconds,
-                       spec_path, storage_kind, torch_device, two_stage)
+from .resolved import (direction, engine, heartbeat_and_grace, max_failures, merged_space, objectives, sample_counts,
+                       seconds, spec_path, stop, storage_kind, tolerance, torch_device, two_stage)
 from .runtime.contract import STUDY_HASH_CHARS, Engine, script_file, study_file
 from .spacemath import with_device
 
@@ -80,6 +80,9 @@ class Facts:
     budget: Budget
     analysis: dict[str, Any]  # model_analysis.json without the sample counts (intake.analysis)
     samples: dict[str, int | None]  # samples per reader; None for a user reader class
+    objectives: list[str]  # search.objectives in contract.OBJECTIVES order (["accuracy"] by default)
+    tolerance: dict[str, Any] | None  # resolved.tolerance: {"value", "relative"}
+    stop: dict[str, Any] | None  # resolved.stop, every default applied
 
 
 def study_name(spec: Spec, record: Engine, space_hash: str) -> str:
@@ -144,4 +147,7 @@ def derive(spec: Spec) -> Facts:
         budget=count_budget(spec),
         analysis=model_facts,
         samples=sample_counts(spec),
+        objectives=objectives(spec),
+        tolerance=tolerance(spec),
+        stop=stop(spec),
     )

@@ -18,7 +18,8 @@ from .conftest import GOLDEN, qas, target_env
 VALID: dict[str, Any] = {
     "qas": 1, "name": "v", "model": "m.onnx",
     "calibration": {"images": "img", "limit": 4, "preprocess": {"resize": [8, 8]}},
-    "search": {"preset": "XINT8_SEARCH", "seed": 0, "n_trials": 3, "max_failures": 2},
+    "search": {"preset": "XINT8_SEARCH", "seed": 0, "n_trials": 3, "max_failures": 2,
+               "stop": {"min_trials": 2, "patience": 2}},
     "device": "cpu",
 }
 
@@ -58,7 +59,8 @@ INTEGER_PATHS = [p for p in _integer_paths(load_schema("spec.schema.json"))
 def test_the_integer_fields_are_all_covered() -> None:
     assert set(INTEGER_PATHS) == {("qas",), ("calibration", "limit"), ("calibration", "preprocess", "resize", 0),
                                   ("search", "seed"), ("search", "n_trials"), ("search", "max_failures"),
-                                  ("search", "workers")}
+                                  ("search", "workers"), ("search", "stop", "min_trials"),
+                                  ("search", "stop", "patience")}
 
 
 @pytest.mark.parametrize("path", [p for p in INTEGER_PATHS if p != ("qas",)])

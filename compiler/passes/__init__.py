@@ -8,7 +8,7 @@ from functools import partial
 from ..diagnostics import Diagnostic
 from ..environment import Environment
 from ..model import Spec
-from . import budget, data, device, environment, exclusion, intake, metric, parallel, resolve, space
+from . import budget, data, device, environment, exclusion, intake, metric, objectives, parallel, resolve, space
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
@@ -26,4 +26,5 @@ def passes(env: Environment) -> tuple[tuple[str, Pass], ...]:
         ("exclusion", exclusion.check),
         ("budget", budget.check),
         ("metric", metric.check),
+        ("objectives", objectives.check),
     )
