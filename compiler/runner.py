@@ -79,7 +79,7 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     if isinstance(loaded, str):
         return None
     trials = [t for _, study_trials in loaded for t in study_trials]
-    values = [t.value for t in trials if t.state == TrialState.COMPLETE]
+    values = [t.values[0] for t in trials if t.state == TrialState.COMPLETE]
     best = (max if manifest["search"]["direction"] == "maximize" else min)(values) if values else None
     failed = sum(1 for t in trials if t.state == TrialState.FAIL and not t.user_attrs.get(ATTR_INTERRUPTED))
     return Snapshot(done=len(values), failed=failed, best=best)

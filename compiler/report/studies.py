@@ -103,7 +103,7 @@ def importances(study: Any, complete: list[Any]) -> tuple[dict[str, float], list
 
     if len(complete) < 2:
         return {}, [f"no importances: they need 2 or more complete trials, found {len(complete)}"]
-    if len({t.value for t in complete}) < 2:
+    if len({t.values[0] for t in complete}) < 2:
         return {}, ["no importances: every complete trial scored the same"]
     changed = varying([t.params for t in complete])
     if not changed:
