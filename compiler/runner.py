@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,7 +37,7 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # "completed" | "interrupted" | "failed"
+    status: str  # "completed" | "interrupted" | "failed" | "stopped: tolerance" | "stopped: timeout" (search.stop)
     exit_code: int
     started: str
     finished: str
@@ -226,6 +226,9 @@ def record(out_dir: Path, outcome: Outcome, python: str, report: dict[str, Any] 
         "best_config": best_config if best and (out_dir / best_config).is_file() else None,
         "best_model": best["best_model"] if best and best.get("best_model_exists") else None,
     }
+    stopped = report.get("stopped") if isinstance(report, dict) else None
+    if stopped and outcome.status == "completed":  # a stop rule ended the search: exit 0, said so
+        outcome = replace(outcome, status=f"stopped: {stopped['reason']}")
     lines = [RUN_MARKER.rstrip("\n"), "run:"]
     for key, value in (("status", outcome.status), ("exit_code", outcome.exit_code), ("started", outcome.started),
                        ("finished", outcome.finished), ("python", python), ("argv", command(manifest, python)),

@@ -227,7 +227,7 @@ def _agrees(saved: dict[str, Any], best: _Row, numbers: dict[tuple[str, int], An
     if not isinstance(study, str):
         study = grid_name if saved.get("stage") == STAGE_GRID and grid_name is not None else name
     named = numbers.get((study, number)) if isinstance(number, int) and not isinstance(number, bool) else None
-    return named is not None and named.value is not None and math.isclose(named.value, _value(best.trial))
+    return named is not None and _value(named) is not None and math.isclose(_value(named), _value(best.trial))
 
 
 def _best(row: _Row, numbers: dict[tuple[str, int], Any], agreed: dict[str, Any] | None,
