@@ -83,6 +83,13 @@ CODES: dict[str, Code] = _registry(
     Code("QAS342", E, "keep_float.search needs a sampler stage"),
     Code("QAS343", E, "sensitivity base configuration is not in the search space"),
     Code("QAS344", E, "keep_float.search coverage range is empty"),
+    # objectives, tolerance and stop rules
+    Code("QAS350", E, "tolerance the metric cannot take"),
+    Code("QAS351", E, "several objectives with a sampler or stage that takes one"),
+    Code("QAS352", E, "objectives without accuracy"),
+    Code("QAS353", E, "stop at tolerance without a tolerance"),
+    Code("QAS354", W, "latency measured by several workers"),
+    Code("QAS355", W, "tolerance stop can never fire"),
     # budget
     Code("QAS401", E, "more than 200 trials without opt-in"),
     Code("QAS402", N, "Quark's trial clamp neutralized"),

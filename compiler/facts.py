@@ -17,8 +17,8 @@ from typing import Any
 from .budget import Budget, count_budget, external_data_path
 from .intake import analysis
 from .model import ReaderSpec, Spec
-from .resolved import (direction, engine, heartbeat_and_grace, max_failures, merged_space, sample_counts, seconds,
-                       spec_path, storage_kind, torch_device, two_stage)
+from .resolved import (direction, engine, heartbeat_and_grace, max_failures, merged_space, objectives, sample_counts,
+                       seconds, spec_path, stop, storage_kind, tolerance, torch_device, two_stage)
 from .runtime.contract import STUDY_HASH_CHARS, Engine, script_file, study_file
 from .runtime.sensitivity import base_config, options
 from .spacemath import with_device
@@ -82,6 +82,9 @@ class Facts:
     analysis: dict[str, Any]  # model_analysis.json without the sample counts (intake.analysis)
     samples: dict[str, int | None]  # samples per reader; None for a user reader class
     sensitivity: dict[str, Any] | None  # Settings.sensitivity (every option explicit), or None when the spec has none
+    objectives: list[str]  # search.objectives in contract.OBJECTIVES order (["accuracy"] by default)
+    tolerance: dict[str, Any] | None  # resolved.tolerance: {"value", "relative"}
+    stop: dict[str, Any] | None  # resolved.stop, every default applied
 
 
 def study_name(spec: Spec, record: Engine, space_hash: str) -> str:
@@ -149,6 +152,9 @@ def derive(spec: Spec) -> Facts:
         analysis=model_facts,
         samples=sample_counts(spec),
         sensitivity=sensitivity_settings(spec, space) if record.sensitivity and spec.keep_float.uses_sensitivity else None,
+        objectives=objectives(spec),
+        tolerance=tolerance(spec),
+        stop=stop(spec),
     )
 
 

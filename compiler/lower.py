@@ -78,6 +78,9 @@ class Plan:
     storage: dict[str, Any]  # Settings.storage (the URL's variable name, never its value)
     launch: dict[str, dict[str, Any]]  # cluster launch files, keyed kubernetes / slurm (cluster.launch_plan)
     requirements: dict[str, str]
+    objectives: list[str]  # engine qas: each trial's values, in contract.OBJECTIVES order
+    tolerance: dict[str, Any] | None  # engine qas: {"value", "relative"}; None: none declared
+    stop: dict[str, Any] | None  # engine qas: search.stop with its defaults; None: runs to the budget
     environment: dict[str, Any]  # what the target environment has (manifest only: it differs per machine)
     model_analysis: dict[str, Any]
 
@@ -90,6 +93,11 @@ class Plan:
         data = asdict(self)
         del data["model_analysis"]  # written to model_analysis.json
         del data["environment"]  # recorded in run_manifest.yaml
+        if data["objectives"] == ["accuracy"]:
+            del data["objectives"]  # only what a spec declares: plans of earlier specs keep their bytes
+        for key in ("tolerance", "stop"):
+            if data[key] is None:
+                del data[key]
         for key in ("calibration", "eval_data"):
             if data[key] is not None and data[key]["kind"] != "images":
                 del data[key]["preprocess"], data[key]["input"]  # only image readers have them
@@ -166,6 +174,9 @@ def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
         storage=facts.storage,
         launch=launch_plan(spec, _rel(out_abs, spec.workspace), facts.script_file),
         requirements=needs,
+        objectives=facts.objectives,
+        tolerance=facts.tolerance,
+        stop=facts.stop,
         environment=describe(env, list(needs)),
         model_analysis={**facts.analysis, "samples": facts.samples},
     )

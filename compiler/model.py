@@ -49,6 +49,19 @@ class EvaluationSpec:
     evaluator: str | None = None  # "file.py:function"
     higher_is_better: bool | None = None
     data: ReaderSpec | None = None
+    tolerance: float | str | None = None  # a number (the objective's units) or "1%" (of the float score); None: none
+
+
+@dataclass(frozen=True)
+class StopSpec:
+    """search.stop: the tolerance stop and the whole search's time budget (defaults in contract)."""
+
+    path: YamlPath
+    at_tolerance: bool = False
+    min_trials: int | None = None  # None: contract.DEFAULT_MIN_TRIALS
+    patience: int | None = None  # None: contract.DEFAULT_PATIENCE
+    margin: float | None = None  # None: contract.DEFAULT_MARGIN
+    timeout: float | str | None = None  # seconds, or "90m" / "2h"; None: no time budget
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,8 @@ class SearchSpec:
     max_failures: int | None = None  # None: contract.DEFAULT_MAX_FAILURES (resolved.max_failures applies it)
     trial_timeout: float | str | None = None  # seconds, or "90s" / "10m" / "2h"; None: no limit
     workers: int = 1  # worker processes `python <script>` starts on this machine
+    objectives: tuple[str, ...] | None = None  # as written; None: accuracy alone
+    stop: StopSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +232,7 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         evaluator=ev.get("evaluator"),
         higher_is_better=ev.get("higher_is_better"),
         data=_reader(ev["data"], ("evaluation", "data")) if "data" in ev else None,
+        tolerance=ev.get("tolerance"),
     )
     s = data["search"]
     search = SearchSpec(
@@ -225,6 +241,8 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
         engine=s.get("engine", DEFAULT_ENGINE), max_failures=s.get("max_failures"),
         trial_timeout=s.get("trial_timeout"), workers=s.get("workers", 1),
+        objectives=tuple(s["objectives"]) if "objectives" in s else None,
+        stop=StopSpec(path=("search", "stop"), **s["stop"]) if "stop" in s else None,
     )
     o = data.get("output", {})
     output = OutputSpec(

@@ -14,8 +14,8 @@ from typing import Any
 from .images import image_files
 from .model import Spec
 from .presets import preset_config
-from .runtime.contract import (DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_FAILURES, ENGINES,
-                                Engine)
+from .runtime.contract import (DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MARGIN, DEFAULT_MAX_FAILURES,
+                                DEFAULT_MIN_TRIALS, DEFAULT_PATIENCE, ENGINES, OBJECTIVES, Engine)
 from .samples import sample_files
 
 MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
@@ -129,3 +129,31 @@ def sample_counts(spec: Spec) -> dict[str, int | None]:
         else:
             counts[key] = None
     return counts
+
+
+def objectives(spec: Spec) -> list[str]:
+    """search.objectives in contract.OBJECTIVES order (a trial's values come in this order); accuracy alone by default."""
+    written = spec.search.objectives or ("accuracy",)
+    return [name for name in OBJECTIVES if name in written]
+
+
+def tolerance(spec: Spec) -> dict[str, Any] | None:
+    """evaluation.tolerance as the runtime reads it: {"value", "relative"} ("1%" -> 0.01, relative); None: none."""
+    written = spec.evaluation.tolerance
+    if written is None:
+        return None
+    if isinstance(written, str):
+        return {"value": float(written[:-1]) / 100, "relative": True}
+    return {"value": float(written), "relative": False}
+
+
+def stop(spec: Spec) -> dict[str, Any] | None:
+    """search.stop as the runtime reads it, every default applied; None when the spec writes none."""
+    s = spec.search.stop
+    if s is None:
+        return None
+    return {"at_tolerance": s.at_tolerance,
+            "min_trials": s.min_trials if s.min_trials is not None else DEFAULT_MIN_TRIALS,
+            "patience": s.patience if s.patience is not None else DEFAULT_PATIENCE,
+            "margin": float(s.margin) if s.margin is not None else DEFAULT_MARGIN,
+            "timeout": seconds(s.timeout)}

@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -44,7 +44,7 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # "completed" | "interrupted" | "failed"
+    status: str  # "completed" | "interrupted" | "failed" | "stopped: tolerance" | "stopped: timeout" (search.stop)
     exit_code: int
     started: str
     finished: str
@@ -89,7 +89,7 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     if isinstance(loaded, str):
         return None
     trials = [t for _, study_trials in loaded for t in study_trials]
-    values = [t.value for t in trials if t.state == TrialState.COMPLETE]
+    values = [t.values[0] for t in trials if t.state == TrialState.COMPLETE]
     best = (max if manifest["search"]["direction"] == "maximize" else min)(values) if values else None
     failed = sum(1 for t in trials if t.state == TrialState.FAIL and not t.user_attrs.get(ATTR_INTERRUPTED))
     return Snapshot(done=len(values), failed=failed, best=best)
@@ -242,6 +242,9 @@ def record(out_dir: Path, outcome: Outcome, python: str, report: dict[str, Any] 
         "best_config": best_config if best and (out_dir / best_config).is_file() else None,
         "best_model": best["best_model"] if best and best.get("best_model_exists") else None,
     }
+    stopped = report.get("stopped") if isinstance(report, dict) else None
+    if stopped and outcome.status == "completed":  # a stop rule ended the search: exit 0, said so
+        outcome = replace(outcome, status=f"stopped: {stopped['reason']}")
     lines = [RUN_MARKER.rstrip("\n"), "run:"]
     for key, value in (("status", outcome.status), ("exit_code", outcome.exit_code), ("started", outcome.started),
                        ("finished", outcome.finished), ("python", python), ("argv", command(manifest, python)),

@@ -47,6 +47,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
                  "rough": ROUGH},
         "environment": plan.environment,
         "sensitivity": _sensitivity(plan.sensitivity),
+        **_objectives(plan),
     }
 
 
@@ -56,6 +57,41 @@ def _sensitivity(given: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     return {"method": given["method"], "samples": given["samples"], "aggregate": given["aggregate"],
             "blocks": len(given["blocks"]), "search": given["search"]}
+
+
+def _objectives(plan: Plan) -> dict[str, Any]:
+    """objectives, tolerance and stop, when the spec declares them (a plan without them keeps its keys)."""
+    out: dict[str, Any] = {}
+    if plan.objectives != ["accuracy"] or plan.tolerance is not None:
+        out["objectives"] = plan.objectives
+        out["tolerance"] = plan.tolerance
+    if plan.stop is not None:
+        out["stop"] = plan.stop
+    return out
+
+
+WINNER_TEXT = {"latency": "the fastest within it (latency ties within 5%), else the most accurate",
+               "size": "the smallest within it, else the most accurate",
+               "accuracy": "the most accurate (and whether it is within)"}
+
+
+def _objectives_text(s: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    if "objectives" in s:
+        tolerance = s["tolerance"]
+        told = ("no tolerance: the most accurate wins" if tolerance is None else
+                f"tolerance {tolerance['value']:.6g}" + (" of the float score" if tolerance["relative"] else "")
+                + "; winner: " + WINNER_TEXT[next((o for o in ("latency", "size") if o in s["objectives"]), "accuracy")])
+        rows.append(("objectives", f"{', '.join(s['objectives'])}; {told}"))
+    if "stop" in s:
+        stop, parts = s["stop"], []
+        if stop["at_tolerance"]:
+            parts.append(f"at tolerance (after {stop['min_trials']} trials, none of the last {stop['patience']} "
+                         f"improving by {stop['margin']:g})")
+        if stop["timeout"] is not None:
+            parts.append(f"after {duration(stop['timeout'])} from the first trial")
+        rows.append(("stop", "; ".join(parts) or "none"))
+    return rows
 
 
 def summary_text(s: dict[str, Any]) -> str:
@@ -94,6 +130,7 @@ def summary_text(s: dict[str, Any]) -> str:
         ("time", f"{total}, {duration(time['startup_s'])} start-up included ("
                  + ("as if on one worker: the workers share the trials; " if s["workers"] > 1 or s["launch"] else "")
                  + "rough: can be several times off)"),
+        *_objectives_text(s),
         ("checked on", f"{env['source']}: Python {env['python']}, {env['accelerator']}; {found}"),
     ]
     width = max(len(k) for k, _ in rows)

@@ -18,7 +18,8 @@ from .conftest import GOLDEN, qas, target_env
 VALID: dict[str, Any] = {
     "qas": 1, "name": "v", "model": "m.onnx",
     "calibration": {"images": "img", "limit": 4, "preprocess": {"resize": [8, 8]}},
-    "search": {"preset": "XINT8_SEARCH", "seed": 0, "n_trials": 3, "max_failures": 2},
+    "search": {"preset": "XINT8_SEARCH", "seed": 0, "n_trials": 3, "max_failures": 2,
+               "stop": {"min_trials": 2, "patience": 2}},
     "device": "cpu",
     "keep_float": {"sensitivity": {"samples": 4, "top": 5}, "search": {"top_k": [0, 1]}},
 }
@@ -60,7 +61,8 @@ def test_the_integer_fields_are_all_covered() -> None:
     assert set(INTEGER_PATHS) == {("qas",), ("calibration", "limit"), ("calibration", "preprocess", "resize", 0),
                                   ("search", "seed"), ("search", "n_trials"), ("search", "max_failures"),
                                   ("search", "workers"), ("keep_float", "sensitivity", "samples"),
-                                  ("keep_float", "sensitivity", "top"), ("keep_float", "search", "top_k", 0)}
+                                  ("keep_float", "sensitivity", "top"), ("keep_float", "search", "top_k", 0),
+                                  ("search", "stop", "min_trials"), ("search", "stop", "patience")}
 
 
 @pytest.mark.parametrize("path", [p for p in INTEGER_PATHS if p != ("qas",)])

@@ -8,7 +8,8 @@ from functools import partial
 from ..diagnostics import Diagnostic
 from ..environment import Environment
 from ..model import Spec
-from . import budget, data, device, environment, exclusion, intake, metric, parallel, resolve, sensitivity, space
+from . import (budget, data, device, environment, exclusion, intake, metric, objectives, parallel, resolve,
+               sensitivity, space)
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
@@ -27,4 +28,5 @@ def passes(env: Environment) -> tuple[tuple[str, Pass], ...]:
         ("sensitivity", sensitivity.check),
         ("budget", budget.check),
         ("metric", metric.check),
+        ("objectives", objectives.check),
     )

@@ -53,6 +53,14 @@ def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
         needs = " or ".join(n for n, r in ENGINES.items() if spec.storage.kind in r.storages)
         yield diag("QAS326", f"storage needs engine {needs}: Quark's AutoSearchPro keeps its study in SQLite in the "
                              "output folder", spec.storage.path, hint=hint, at_key=True)
+    for present, feature, what, at in (
+            (spec.search.objectives is not None, "objectives", "search.objectives", spec.search.path + ("objectives",)),
+            (spec.evaluation.tolerance is not None, "objectives", "evaluation.tolerance",
+             spec.evaluation.path + ("tolerance",)),
+            (spec.search.stop is not None, "stop_rules", "search.stop", spec.search.path + ("stop",))):
+        if present and not getattr(record, feature):
+            yield diag("QAS326", f"{what} needs engine {_engines_with(feature)}: Quark's AutoSearchPro ranks by one "
+                                 "value and runs to its budget", at, hint=hint, at_key=True)
     if not record.workers and not spec.output.launch.empty:
         yield diag("QAS326", f"output.launch needs engine {_engines_with('workers')}: Quark's AutoSearchPro runs one "
                              "process (F2)", spec.output.launch.path, hint=hint, at_key=True)

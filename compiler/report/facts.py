@@ -31,6 +31,7 @@ from ..runtime.contract import (
     STAGE_SAMPLER,
 )
 from .manifest import first_line, load_manifest
+from .objectives import objectives_view, recommend, stopped_record
 from .studies import importances, load_studies
 
 TOP_N = 5
@@ -51,7 +52,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     (main, main_trials), (grid, grid_trials) = loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
     notes: list[str] = []
 
-    direction = main.direction.name.lower()
+    direction = main.directions[0].name.lower()  # the accuracy objective's
     if direction != manifest["search"]["direction"]:
         notes.append(f"{MANIFEST_FILE} says {manifest['search']['direction']} but the study {direction}s; "
                      f"ranked as the study does")
@@ -61,7 +62,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         for t in main_trials]
     numbers = {(r.study, r.trial.number): r.trial for r in rows}
     complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
-    ranked = sorted(complete, key=lambda r: r.trial.value, reverse=direction == "maximize")
+    ranked = sorted(complete, key=lambda r: _value(r.trial), reverse=direction == "maximize")
     failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get(ATTR_INTERRUPTED)]
     unstaged = sum(1 for r in rows if r.study == facts["name"] and ATTR_STAGE not in r.trial.user_attrs)
     if unstaged:
@@ -89,6 +90,10 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     if isinstance(saved, str):
         notes.append(saved)
         saved = None
+    recommended = recommend(saved, direction, [r.trial for r in complete])
+    if recommended is not None:  # the winner rule ranks the trials, as the search did
+        order = {id(t): k for k, t in enumerate(recommended["ranking"])}
+        ranked = sorted(complete, key=lambda r: order[id(r.trial)])
     best, agrees = None, False
     if ranked:
         top = ranked[0]
@@ -99,7 +104,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         elif not agrees:
             notes.append(f"{best_config_name} names trial {saved.get('trial_number')} with value "
                          f"{saved.get('value')}, but the best is {top.stage} trial {top.trial.number} "
-                         f"with value {top.trial.value}")
+                         f"with value {_value(top.trial)}")
     else:
         notes.append("no complete trials yet")
     # importances over the sampler stage's study; over the grid study when only that has trials (sampler Grid)
@@ -130,11 +135,13 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "budget": {"effective_trials": budget["effective_trials"], "grid_configs": budget["grid_configs"],
                    "models_produced": budget.get("models_produced")},
         "trials": counts,
-        "budget_reached": counted >= budget["effective_trials"],
+        "budget_reached": counted >= budget["effective_trials"] or bool(stopped_record(saved, [main])),
+        "stopped": stopped_record(saved, [main]),
+        "objectives": objectives_view(saved, recommended, out_dir),
         "best": best,
         "best_config_agrees": agrees,
-        "top5": [{"number": r.trial.number, "value": r.trial.value, "stage": r.stage, "params": r.trial.params,
-                  "score": _score(r.trial.value, float_score, higher_is_better),
+        "top5": [{"number": r.trial.number, "value": _value(r.trial), "stage": r.stage, "params": r.trial.params,
+                  "score": _score(_value(r.trial), float_score, higher_is_better),
                   "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
                   "model_exists": _model_of(r, numbers) is not None and (out_dir / _model_of(r, numbers)).is_file(),
                   "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
@@ -149,11 +156,16 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     }
 
 
+def _value(trial: Any) -> float | None:
+    """A trial's accuracy value: its only value, or the first of several (search.objectives)."""
+    return trial.values[0] if trial.values else None
+
+
 def _trial_row(r: _Row, numbers: dict[tuple[str, int], Any]) -> dict[str, Any]:
     """One trial as `qas report --format json` lists it, so a reviewer can check that nothing ran twice."""
     a = r.trial.user_attrs
     return {"number": r.trial.number, "study": r.study, "stage": r.stage, "state": r.trial.state.name,
-            "value": r.trial.value, "config": a.get(ATTR_CONFIG), "grid_index": a.get(ATTR_GRID_INDEX),
+            "value": _value(r.trial), "config": a.get(ATTR_CONFIG), "grid_index": a.get(ATTR_GRID_INDEX),
             "worker": a.get(ATTR_WORKER), "model": _model_of(r, numbers), "reused_from": a.get(ATTR_REUSED_FROM),
             "retried_from": a.get(ATTR_RETRIED_FROM), "interrupted": bool(a.get(ATTR_INTERRUPTED)),
             "error": a.get(ATTR_ERROR),
@@ -210,7 +222,7 @@ def _agrees(saved: dict[str, Any], best: _Row, numbers: dict[tuple[str, int], An
             grid_name: str | None) -> bool:
     """best_config.json names the best value, and a trial that scored it (ties count) or none."""
     value = saved.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isclose(value, best.trial.value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isclose(value, _value(best.trial)):
         return False
     number = saved.get("trial_number")
     if number is None:  # AutoSearchPro's grid winner has no trial number
@@ -219,7 +231,7 @@ def _agrees(saved: dict[str, Any], best: _Row, numbers: dict[tuple[str, int], An
     if not isinstance(study, str):
         study = grid_name if saved.get("stage") == STAGE_GRID and grid_name is not None else name
     named = numbers.get((study, number)) if isinstance(number, int) and not isinstance(number, bool) else None
-    return named is not None and named.value is not None and math.isclose(named.value, best.trial.value)
+    return named is not None and _value(named) is not None and math.isclose(_value(named), _value(best.trial))
 
 
 def _best(row: _Row, numbers: dict[tuple[str, int], Any], agreed: dict[str, Any] | None,
@@ -236,7 +248,7 @@ def _best(row: _Row, numbers: dict[tuple[str, int], Any], agreed: dict[str, Any]
     return {
         "trial_number": row.trial.number,
         "study": row.study,
-        "value": row.trial.value,
+        "value": _value(row.trial),
         "stage": row.stage,
         "reused_from": row.trial.user_attrs.get(ATTR_REUSED_FROM),
         "config": config,

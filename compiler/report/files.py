@@ -16,7 +16,9 @@ from .text import view
 PLOTS_DIR = "report"
 PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "history_png": f"{PLOTS_DIR}/optimization_history.png",
-         "importances_html": f"{PLOTS_DIR}/param_importances.html"}
+         "importances_html": f"{PLOTS_DIR}/param_importances.html",
+         "pareto_html": f"{PLOTS_DIR}/pareto_front.html",  # search.objectives: Optuna's Pareto-front plot
+         "pareto_png": f"{PLOTS_DIR}/pareto_front.png"}
 PLOTLY_JS = f"{PLOTS_DIR}/plotly.min.js"  # written once beside the HTML plots, which load it by this name
 STAGE_LABELS = {"grid_name": "grid stage", "name": "sampler stage"}  # legend names for the studies (hashed names)
 
@@ -46,6 +48,8 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
         labels = {facts[key]: label for key, label in STAGE_LABELS.items() if facts[key]}
         target = shown["value"] if report["metric"] is not None else "Objective Value"
         files.update(_plots(studies, ranked_by, list(report["importances"]), target, labels))
+        if report.get("objectives") and len(report["objectives"]["objectives"]) > 1:
+            files.update(_pareto_plots(studies[-1], report["objectives"]["objectives"], notes))
         if ranked_by is None:
             notes.append("no importance plot: there are no importances (see the notes)")
     links = {key: name if name in files else None for key, name in PLOTS.items()}
@@ -71,19 +75,21 @@ def _plots(studies: list[Any], importance_study: Any | None, importance_params: 
     from plotly.offline import get_plotlyjs
 
     plotted = studies[0] if len(studies) == 1 else studies
+    several = any(s._is_multi_objective() for s in studies)  # search.objectives: plot the accuracy objective
+    accuracy = {"target": (lambda t: t.values[0])} if several else {}
     last = max((t.number for study in studies for t in study.get_trials(deepcopy=False)), default=0)
     found: dict[str, str | bytes] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ExperimentalWarning for the matplotlib plot; importance notes already made
-        history = optuna.visualization.plot_optimization_history(plotted, target_name=target_name)
+        history = optuna.visualization.plot_optimization_history(plotted, target_name=target_name, **accuracy)
         history.for_each_trace(lambda trace: trace.update(name=_relabel(trace.name, labels)))
         history.update_xaxes(tick0=0, dtick=_step(last))
         found[PLOTS["history_html"]] = _html(history)
         if importance_study is not None:
-            shares = optuna.visualization.plot_param_importances(importance_study, params=importance_params)
+            shares = optuna.visualization.plot_param_importances(importance_study, params=importance_params, **accuracy)
             found[PLOTS["importances_html"]] = _html(shares)
         found[PLOTLY_JS] = get_plotlyjs()
-        axes = optuna.visualization.matplotlib.plot_optimization_history(plotted, target_name=target_name)
+        axes = optuna.visualization.matplotlib.plot_optimization_history(plotted, target_name=target_name, **accuracy)
     buffer = io.BytesIO()
     try:
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # trial numbers: 0, 1, 2, never 0.25
@@ -129,3 +135,35 @@ def _fence(text: str | None) -> str:
         run = run + 1 if char == "`" else 0
         longest = max(longest, run)
     return "`" * max(3, longest + 1)
+
+
+def _pareto_plots(study: Any, names: list[str], notes: list[str]) -> dict[str, str | bytes]:
+    """A multi-objective study in; Optuna's Pareto-front plot as HTML, and as PNG when matplotlib draws it."""
+    import io
+
+    import optuna
+
+    found: dict[str, str | bytes] = {}
+    labels = [{"latency": "latency (ms)", "size": "size (bytes)"}.get(n, n) for n in names]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found[PLOTS["pareto_html"]] = _html(optuna.visualization.plot_pareto_front(study, target_names=labels))
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            axes = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=labels)
+        except Exception as error:  # noqa: BLE001 - no PNG is a note, not a failed report
+            notes.append(f"no static Pareto-front PNG (matplotlib could not draw it: {type(error).__name__}); "
+                         "the HTML plot has it")
+            return found
+    buffer = io.BytesIO()
+    try:
+        figure = axes.figure if hasattr(axes, "figure") else axes.flat[0].figure
+        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    finally:
+        plt.close("all")
+    found[PLOTS["pareto_png"]] = buffer.getvalue()
+    return found

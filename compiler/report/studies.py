@@ -69,10 +69,10 @@ def _load(db: Path, name: str, grid_name: str, url_env: str | None) -> list[tupl
             held = ", ".join(repr(n) for n in names) or "no studies"
             return f"no study {name!r} in {db} (it holds {held})"
         studies = [optuna.load_study(study_name=n, storage=storage) for n in (name, grid_name) if n in names]
-        for study in studies:
-            if len(study.directions) != 1:
-                return f"study {study.study_name!r} in {db} has {len(study.directions)} objectives; qas uses one"
-        if len(studies) == 2 and studies[0].direction != studies[1].direction:
+        for study in studies:  # several objectives: accuracy first (search.objectives), the rest latency and size
+            if len(study.directions) not in (1, 2, 3):
+                return f"study {study.study_name!r} in {db} has {len(study.directions)} objectives; qas uses 1 to 3"
+        if len(studies) == 2 and studies[0].directions != studies[1].directions:
             return f"studies {name!r} and {grid_name!r} in {db} optimize in opposite directions"
         return [(study, study.get_trials(deepcopy=False)) for study in studies]
     except OperationalError as exc:  # the database server did not answer
@@ -103,7 +103,7 @@ def importances(study: Any, complete: list[Any]) -> tuple[dict[str, float], list
 
     if len(complete) < 2:
         return {}, [f"no importances: they need 2 or more complete trials, found {len(complete)}"]
-    if len({t.value for t in complete}) < 2:
+    if len({t.values[0] for t in complete}) < 2:
         return {}, ["no importances: every complete trial scored the same"]
     changed = varying([t.params for t in complete])
     if not changed:

@@ -28,7 +28,9 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
             trials += f", the {b['grid_configs']}-config grid stage run by Quark outside the study"
         elif b["grid_configs"] or t["complete_grid"]:
             trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
-    trials += " (budget reached)" if r["budget_reached"] else " (budget NOT reached)"
+    stopped = r.get("stopped")
+    trials += (f" (stopped: {stopped['reason']})" if stopped else " (budget reached)" if r["budget_reached"]
+               else " (budget NOT reached)")
     others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "waiting", "pruned") if t.get(k)]
     trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials recorded"
     if t["reused"]:
@@ -62,6 +64,9 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
             config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
     else:
         facts.append(("best", "none: no trial has completed"))
+    if stopped:
+        facts.append(("stopped", f"{stopped['reason']}: {stopped.get('detail', '')} (at {stopped.get('at', '?')})"))
+    facts += _objective_facts(r.get("objectives"))
     settings, shown = _differing(r["top5"])
     top = [[str(i), str(e["number"]), e["stage"], _num(e["value"])]
            + ([_num(e["score"]) if e.get("score") is not None else "-"] if scored else []) + [_model_cell(e)]
@@ -176,3 +181,32 @@ def _model_cell(entry: dict[str, Any]) -> str:
     if not entry["model"]:
         return "-"
     return entry["model"] if entry.get("model_exists", True) else f"{entry['model']} (deleted)"
+
+
+def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The winner rule's lines: why the winner won, float model against winner, speed-up, loss, tolerance, front."""
+    if o is None:
+        return []
+    out = [("recommended", o["why"] or "?")]
+    f, w = o["float"], o["winner"]
+    lat = o.get("winner_latency") or f.get("latency") or {}
+    label = f" ({lat.get('provider', '?')}, {lat.get('threads', '?')} thread(s))" if lat else ""
+    if "latency" in w:
+        out.append(("latency", f"winner {_num(w['latency'])} ms, float model {_num(f['latency_ms'])} ms median"
+                               + (f": {o['speedup']:.2f}x speed-up" if o["speedup"] else "") + label))
+    if "size" in w:
+        out.append(("size", f"winner {int(w['size'])} B, float model {f['size_bytes']} B"
+                            + (f" ({o['size_ratio']:.0%})" if o["size_ratio"] else "")))
+    tolerance = o.get("tolerance")
+    if tolerance is not None:
+        met = "met" if tolerance.get("met") else "NOT met: no trial is within it"
+        out.append(("tolerance", f"{_num(tolerance['value'])}" + (" of the float score" if tolerance["relative"] else "")
+                                 + f" (bound {_num(tolerance.get('bound'))}; loss {_num(o['loss'])}): {met}"))
+    if o.get("runner_up"):
+        ru = o["runner_up"]
+        out.append(("runner-up", f"trial {ru['trial_number']}: " + ", ".join(f"{k} {_num(v)}" for k, v in ru["values"].items())))
+    if o.get("pareto"):
+        out.append(("pareto front", "; ".join(
+            f"trial {p['trial_number']}: " + ", ".join(f"{k} {_num(v)}" for k, v in p["values"].items())
+            + (" (within)" if p.get("within_tolerance") else "") for p in o["pareto"])))
+    return out

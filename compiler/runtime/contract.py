@@ -21,6 +21,7 @@ STAGE2_SPACE_FILE = "qas_sampler_space.json"  # engine autosearchpro: the sample
 QUARK_BEST_PARAMS_FILE = "best_params.json"  # written by Quark's AutoSearchPro only
 QUARK_LOG_FILE = "auto_search.log"  # written by Quark's AutoSearchPro only
 SENSITIVITY_FILE = "sensitivity.json"  # engine qas: the sensitivity ranking (and its cache key)
+PARETO_FILE = "pareto.json"  # engine qas with search.objectives: the Pareto front of the complete trials
 
 
 def script_file(name: str) -> str:
@@ -45,6 +46,12 @@ GRID_WINNER_ATTR = "grid_winner"  # sampler-study attribute: the pinned grid win
 # sampler-study attribute (and best_config.json key): the float model's score under the user evaluator, as the
 # evaluator returned it; trial values are the drop from it (higher_is_better) or the rise over it (lower is better)
 FLOAT_SCORE_ATTR = "float_score"
+FLOAT_LATENCY_ATTR = "float_latency"  # sampler-study attribute: the float model's latency record (latency.py)
+FLOAT_SIZE_ATTR = "float_size"  # sampler-study attribute: the float model's bytes (file plus external data)
+# sampler-study attribute: {"reason": "tolerance" | "timeout", "at": ISO time, ...}, written once under the slot
+# lock when a stop rule fires; every worker reads it before claiming a slot, and the search counts as ended
+STOPPED_ATTR = "stopped"
+STARTED_ATTR = "started_at"  # sampler-study attribute: epoch seconds of the first claimed trial (search.stop.timeout)
 
 # --- Trial user attributes -------------------------------------------------------------------------
 ATTR_STAGE = "stage"  # STAGE_GRID | STAGE_SAMPLER
@@ -59,6 +66,9 @@ ATTR_WORKER = "worker"  # who ran the trial: "<index>@<host>:<pid>"
 ATTR_ARTIFACT = "artifact"  # with storage.artifacts: the trial's model in Optuna's artifact store
 ATTR_KEEP_FLOAT = "keep_float"  # keep_float.search: {"choice", "groups", "nodes"} the trial kept in float
 ATTR_RETRIED_FROM = "retried_from"  # a slot queued again for a trial whose worker stopped: that trial's number
+ATTR_WITHIN_TOLERANCE = "within_tolerance"  # with evaluation.tolerance: the trial's loss is within it (bool)
+ATTR_LATENCY = "latency"  # with the latency objective: {"median_ms", "p25_ms", "p75_ms", "provider", "threads", ...}
+ATTR_SIZE = "size_bytes"  # with the size objective: the model file plus its external data, in bytes
 STAGE_GRID = "grid"
 STAGE_SAMPLER = "sampler"
 
@@ -83,6 +93,12 @@ IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL"}  # distributions whose mo
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
 DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back
+OBJECTIVES = ("accuracy", "latency", "size")  # search.objectives, in the order of a trial's values
+DEFAULT_MIN_TRIALS = 5  # search.stop.min_trials: complete trials before the tolerance stop may fire
+DEFAULT_PATIENCE = 3  # search.stop.patience: the last trials that must not improve for the tolerance stop
+DEFAULT_MARGIN = 0.02  # search.stop.margin: an improvement smaller than this fraction does not count
+LATENCY_NOISE = 0.05  # latencies within 5% of the fastest count as ties in the winner rule
+MULTI_OBJECTIVE_SAMPLERS = ("TPE", "Random", "GPS", "NSGAII", "QMC")  # CmaEs and Grid take one objective only
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,8 @@ class Engine:
     writes: tuple[str, ...]  # files the search writes besides the study and the quantized models
     winner: str  # the winner's file name
     grid_winner: str  # the winner's file name when the search is grid-only
+    objectives: bool = False  # search.objectives (latency, size), evaluation.tolerance and the winner rule
+    stop_rules: bool = False  # search.stop (at_tolerance, timeout), honoured by every worker
 
     def winner_pattern(self, grid_only: bool) -> str:
         """The winner's file name (a pattern with <trial> or <index>) for this kind of search."""
@@ -115,7 +133,8 @@ ENGINES = {
     "qas": Engine(
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
         storages=("journal", "url"), workers=True, sensitivity=True, space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
-        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE),
+        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE,
+        objectives=True, stop_rules=True),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
         trial_timeout=False, storages=("sqlite",), workers=False, sensitivity=False,  # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,6 +23,8 @@ from .artifacts import fetch_artifact, remove_artifact, store_artifact
 from .checks import fail
 from .console import say, warn
 from .files import write_json
+from .latency import model_size
+from . import objectives
 from .roles import Role
 from .settings import Settings
 from .slots import Slots
@@ -36,6 +39,7 @@ from .workers import run_workers
 WORKER_SEED_STRIDE = 1000  # worker K's sampler seed is seed + 1000 K (+ the trials already run)
 Quantize = Callable[[dict[str, Any], Path], None]  # (nested config, output path): writes the quantized model
 Score = Callable[[Path], float]  # a quantized model's path in; its objective value out
+Measure = Callable[[Path], dict[str, Any]]  # a model's path in; its latency record out (latency.LatencyMeter)
 
 
 class Search:
@@ -56,6 +60,7 @@ class Search:
         self.quantize: Quantize | None = None  # set by attach(), once there is a trial to run
         self.score: Score | None = None
         self.float_nodes: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # keep_float.search: choice -> nodes
+        self.measure: Measure | None = None  # with the latency objective
         self._orphaned = False  # a storage error may have left this worker's trial RUNNING
         check_study_storage(settings)
         hold_worker_lock()  # before any claim: a RUNNING trial of a live worker is never taken for a dead one's
@@ -64,10 +69,12 @@ class Search:
         if names & {settings.study_name, settings.grid_study_name} and not settings.resume and not joining:
             fail(f"study {settings.study_name!r} already exists in {describe(settings)}; set output.resume: true "
                  "or move it away")
+        # one objective: direction= as ever; several (search.objectives): a multi-objective study
+        directions = {"directions": settings.directions} if settings.multi_objective else {"direction": settings.direction}
         self.sampler_study = optuna.create_study(study_name=settings.study_name, storage=storage,
-                                                 direction=settings.direction, load_if_exists=True)
+                                                 load_if_exists=True, **directions)
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
-                                              direction=settings.direction, load_if_exists=True)
+                                              load_if_exists=True, **directions)
         ran = [t for t in self.sampler_study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
         self.sampler_study.sampler = self._sampler(len(ran))  # queued slots are not draws
         self.slots = Slots(settings, storage, self.grid_study, self.sampler_study)
@@ -94,11 +101,63 @@ class Search:
         report can show each quantized model's score beside the difference the search minimized."""
         self.sampler_study.set_user_attr(contract.FLOAT_SCORE_ATTR, score)
 
-    def attach(self, quantize: Quantize, score: Score,
+    def record_float_objectives(self, latency: dict[str, Any] | None, size: int | None) -> None:
+        """Keep the float model's latency record and size beside its score, measured as every trial's are."""
+        if latency is not None:
+            self.sampler_study.set_user_attr(contract.FLOAT_LATENCY_ATTR, latency)
+        if size is not None:
+            self.sampler_study.set_user_attr(contract.FLOAT_SIZE_ATTR, size)
+
+    def attach(self, quantize: Quantize, score: Score, measure: Measure | None = None,
                float_nodes: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
-        """Give the search its quantizer and scorer (the float model is scored already), and with keep_float.search
-        what a choice keeps in float (recorded on each trial)."""
-        self.quantize, self.score, self.float_nodes = quantize, score, float_nodes
+        """Give the search its quantizer and scorer (the float model is scored already), its latency meter, and with
+        keep_float.search what a choice keeps in float (recorded on each trial)."""
+        self.quantize, self.score, self.measure, self.float_nodes = quantize, score, measure, float_nodes
+
+    def limit(self) -> float | None:
+        """The worst accuracy value within evaluation.tolerance (None: no tolerance)."""
+        if self.settings.tolerance is None:
+            return None
+        return objectives.bound(self.settings, self.sampler_study.user_attrs.get(contract.FLOAT_SCORE_ATTR))
+
+    def stopped(self) -> dict[str, Any] | None:
+        """The stop record a stop rule wrote (by any worker), or None."""
+        if not self.settings.stop:
+            return None
+        return self.sampler_study.user_attrs.get(contract.STOPPED_ATTR)
+
+    def check_stop(self) -> bool:
+        """search.stop: True once a stop rule has fired (here or in another worker). Under the slot lock, starts the
+        timeout's clock at the first claim and writes the stop record once; trials in flight are never stopped."""
+        stop = self.settings.stop
+        if not stop:
+            return False
+        if self.stopped() is not None:
+            return True
+        with self.slots.lock():
+            attrs = self.sampler_study.user_attrs
+            if contract.STOPPED_ATTR in attrs:
+                return True
+            now = time.time()
+            started = attrs.get(contract.STARTED_ATTR)
+            if started is None:
+                self.sampler_study.set_user_attr(contract.STARTED_ATTR, now)
+                started = now
+            record = None
+            if stop.get("timeout") and now - started >= stop["timeout"]:
+                record = {"reason": "timeout",
+                          "detail": f"{now - started:.0f} s since the first trial, timeout {stop['timeout']:g} s"}
+            elif stop.get("at_tolerance"):
+                done = sorted(self.trials("COMPLETE"), key=lambda t: (t.datetime_complete, t.number))
+                detail = objectives.tolerance_stop(self.settings, done, self.limit(),
+                                                   attrs.get(contract.FLOAT_SCORE_ATTR))
+                record = {"reason": "tolerance", "detail": detail} if detail else None
+            if record is None:
+                return False
+            record["at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+            self.sampler_study.set_user_attr(contract.STOPPED_ATTR, record)
+        say(f"qas: stopped: {record['reason']} ({record['detail']}); trials in flight finish, no new one starts")
+        return True
 
     def complete(self, study: Any) -> list[Any]:
         return [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
@@ -110,7 +169,9 @@ class Search:
                                                   and not t.user_attrs.get(contract.ATTR_INTERRUPTED))}
 
     def budget_reached(self) -> bool:
-        """Every grid configuration is done and every sampler trial of the budget complete."""
+        """Every grid configuration is done and every sampler trial of the budget complete (or a stop rule fired)."""
+        if self.stopped() is not None:
+            return True
         grid_total, sampler_total = self.settings.stage_totals()
         return len(self.grid_settled()) >= grid_total and len(self.complete(self.sampler_study)) >= sampler_total
 
@@ -121,9 +182,12 @@ class Search:
     def failures(self) -> int:
         return sum(1 for t in self.trials("FAIL") if not t.user_attrs.get(contract.ATTR_INTERRUPTED))
 
-    def ranked(self, trials: list[Any] | None = None) -> list[Any]:
-        """Complete trials (of both studies, or those given), best first by the study's direction."""
+    def ranked(self, trials: list[Any] | None = None, top: int | None = None) -> list[Any]:
+        """Complete trials (of both studies, or those given), best first by the study's direction (by the winner rule
+        when objectives or a tolerance are declared)."""
         done = self.trials("COMPLETE") if trials is None else trials
+        if self.settings.winner_rule:
+            return objectives.ranking(self.settings, done, self.limit(), top=top)
         return sorted(done, key=lambda t: t.value, reverse=self.settings.direction == "maximize")
 
     def run_trial(self, study: Any, trial: Any, config: dict[str, Any], stage: str) -> None:
@@ -140,6 +204,7 @@ class Search:
                 value = self.score(model)
                 if not math.isfinite(value):
                     raise ValueError(f"the score is {value}")
+                values = self.objective_values(trial, model, value)
                 store_artifact(self.settings, trial, model)
         except KeyboardInterrupt:
             with self.slots.lock():  # the configuration is queued again: a re-run (or another worker) finishes it
@@ -159,9 +224,37 @@ class Search:
                  f"{self.failures()} of {self.settings.max_failures} failures allowed")
             self.top_up()  # a failed sampler trial's slot is queued again (while failures are allowed)
             return
-        study.tell(trial, value)
+        study.tell(trial, values if self.settings.multi_objective else value)
         self.prune_models()
-        say(f"qas: {stage} trial {trial.number}: {value:.6g} (best {self.ranked()[0].value:.6g})")
+        if not self.settings.winner_rule:
+            say(f"qas: {stage} trial {trial.number}: {value:.6g} (best {self.ranked()[0].value:.6g})")
+            return
+        best = self.ranked(top=1)[0]
+        say(f"qas: {stage} trial {trial.number}: {self.shown(values)} (recommended: trial {best.number}, "
+            f"{self.shown(best.values)})")
+
+    def objective_values(self, trial: Any, model: Path, accuracy: float) -> list[float]:
+        """A scored model's values in search.objectives order; its latency record, size and tolerance recorded."""
+        out = []
+        for name in self.settings.objectives:
+            if name == "accuracy":
+                out.append(accuracy)
+            elif name == "latency":
+                record = self.measure(model)
+                trial.set_user_attr(contract.ATTR_LATENCY, record)
+                out.append(record["median_ms"])
+            else:
+                size = model_size(model)
+                trial.set_user_attr(contract.ATTR_SIZE, size)
+                out.append(float(size))
+        within = objectives.is_within(self.settings, accuracy, self.limit())
+        if within is not None:
+            trial.set_user_attr(contract.ATTR_WITHIN_TOLERANCE, within)
+        return out
+
+    def shown(self, values: list[float]) -> str:
+        units = {"accuracy": "", "latency": " ms", "size": " B"}
+        return ", ".join(f"{name} {v:.6g}{units[name]}" for name, v in zip(self.settings.objectives, values, strict=True))
 
     def prune_models(self) -> None:
         """Delete the models keep_models does not keep: never the current best, nor a model a kept trial reuses.
@@ -209,11 +302,12 @@ class Search:
             self.run_trial(study, trial, config, stage)
             return
         source = previous.user_attrs.get(contract.ATTR_REUSED_FROM, previous.number)  # the trial really quantized
-        for key in (contract.ATTR_STAGE, contract.ATTR_CONFIG, contract.ATTR_MODEL, contract.ATTR_KEEP_FLOAT):
+        for key in (contract.ATTR_STAGE, contract.ATTR_CONFIG, contract.ATTR_MODEL, contract.ATTR_KEEP_FLOAT,
+                    contract.ATTR_LATENCY, contract.ATTR_SIZE, contract.ATTR_WITHIN_TOLERANCE):
             if key in previous.user_attrs:
                 trial.set_user_attr(key, previous.user_attrs[key])
         trial.set_user_attr(contract.ATTR_REUSED_FROM, source)
-        study.tell(trial, previous.value)
+        study.tell(trial, previous.values if self.settings.multi_objective else previous.value)
         say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
 
     def scored(self, config: dict[str, Any]) -> Any:
@@ -260,7 +354,7 @@ class Search:
 
     def step(self, grid_configs: list[dict[str, Any]]) -> str | None:
         """Claim one slot and run it, or wait for other workers' trials; "done" when this worker's work is over."""
-        if self.failures_exhausted():
+        if self.failures_exhausted() or self.check_stop():
             return "done"
         if self._orphaned:  # the storage failed mid-trial: that trial, still RUNNING under this worker, goes back
             self.slots.release_owned(self.worker, "the study storage failed while it ran")
@@ -313,7 +407,7 @@ def write_best(search: Search) -> dict[str, Any]:
     The winner's model may have been written by a worker on another machine: it is then fetched from the
     artifact folder, or (without one) best_config.json says where it is and best_model.onnx is not written."""
     settings = search.settings
-    ranked = search.ranked()
+    ranked = search.ranked(top=2) if settings.winner_rule else search.ranked()
     if not ranked:
         fail(f"no trial completed; {search.failures()} failed (see the trials' `error` attributes)")
     best = ranked[0]
@@ -338,7 +432,7 @@ def write_best(search: Search) -> dict[str, Any]:
     summary = {
         "stage": stage,
         "config": best.user_attrs[contract.ATTR_CONFIG],
-        "value": best.value,
+        "value": best.values[0] if settings.multi_objective else best.value,  # the accuracy objective
         "trial_number": best.number,
         "study": settings.grid_study_name if stage == contract.STAGE_GRID else settings.study_name,
         "model": best.user_attrs[contract.ATTR_MODEL],
@@ -357,8 +451,41 @@ def write_best(search: Search) -> dict[str, Any]:
     if settings.evaluator is not None:
         summary["objective"] = "float-model score minus quantized-model score, oriented by higher_is_better; minimized"
         summary[contract.FLOAT_SCORE_ATTR] = search.sampler_study.user_attrs.get(contract.FLOAT_SCORE_ATTR)
+    if settings.winner_rule or settings.stop:
+        summary.update(winner_summary(search, ranked))
     write_json(settings.best_config_path, summary)
     return summary
+
+
+def winner_summary(search: Search, ranked: list[Any]) -> dict[str, Any]:
+    """best_config.json's keys for the winner rule: objectives, values, why the winner won, the runner-up, the float
+    model's figures, the stop record; pareto.json (several objectives) written beside it."""
+    settings = search.settings
+    attrs = search.sampler_study.user_attrs
+    limit = search.limit()
+    out: dict[str, Any] = {"objectives": list(settings.objectives), "stopped": attrs.get(contract.STOPPED_ATTR)}
+    if not settings.winner_rule:
+        return out
+    choice = objectives.choose(settings, search.trials("COMPLETE"), limit)
+    out["values"] = objectives.values(settings, ranked[0])
+    out["why"] = choice.reason
+    out["rule"] = ("among trials within tolerance, the fastest (latencies within "
+                   f"{contract.LATENCY_NOISE:.0%} tie, broken by accuracy then size); if none is, the most accurate")
+    out["tolerance"] = None if settings.tolerance is None else {
+        **settings.tolerance, "bound": limit, "met": choice.within}
+    out["runner_up"] = objectives.trial_record(settings, ranked[1], limit) if len(ranked) > 1 else None
+    out["float"] = {"score": attrs.get(contract.FLOAT_SCORE_ATTR), "latency": attrs.get(contract.FLOAT_LATENCY_ATTR),
+                    "size_bytes": attrs.get(contract.FLOAT_SIZE_ATTR)}
+    for key in (contract.ATTR_LATENCY, contract.ATTR_SIZE):
+        if key in ranked[0].user_attrs:
+            out[key] = ranked[0].user_attrs[key]
+    if settings.multi_objective:
+        front = objectives.pareto_front(settings, search.trials("COMPLETE"))
+        write_json(settings.path(contract.PARETO_FILE), {
+            "objectives": list(settings.objectives), "directions": settings.directions,
+            "winner": ranked[0].number, "front": [objectives.trial_record(settings, t, limit) for t in front]})
+        out["pareto"] = contract.PARETO_FILE
+    return out
 
 
 def _objective_name(settings: Settings) -> str:
@@ -419,7 +546,8 @@ def run_stages(search: Search) -> int | None:
     quantizer = QuarkQuantizer(settings.model_path, calib, exclusions)
     if settings.keep_float_search:  # the ranking first: each trial keeps a prefix of it in float
         quantizer.ranking = sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
-    search.attach(quantizer, scorer.score, quantizer.ranking.float_nodes if quantizer.ranking else None)
+    meter = float_objectives(search, evaluation)
+    search.attach(quantizer, scorer.score, meter, quantizer.ranking.float_nodes if quantizer.ranking else None)
     configs = stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
                             generate_all_configs)
     return search.run(configs)
@@ -436,6 +564,27 @@ def run_sensitivity(settings: Settings) -> Any:
     return sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
 
 
+def float_objectives(search: Search, evaluation: Any) -> Any:
+    """With the latency or size objective: the float model measured as every trial will be (recorded in the study);
+    the latency meter out (None without the latency objective)."""
+    from quark.onnx.operators.custom_ops import get_library_path
+
+    from .latency import LatencyMeter
+
+    settings = search.settings
+    meter = None
+    if "latency" in settings.objectives:
+        evaluation.reset_iter()
+        meter = LatencyMeter(list(evaluation), settings.device, get_library_path(settings.device.split(":")[0].upper()))
+        try:
+            search.record_float_objectives(meter(settings.model_path), None)
+        except Exception as error:  # noqa: BLE001 - the float model must run, or no latency compares
+            fail(f"measuring the float model's latency failed: {type(error).__name__}: {error}")
+    if "size" in settings.objectives:
+        search.record_float_objectives(None, model_size(settings.model_path))
+    return meter
+
+
 def main(settings: Settings, role: Role) -> int:
     """Run (or resume) the search as `role` says (alone, launching workers, or as one worker); the exit code out."""
     os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
@@ -444,7 +593,12 @@ def main(settings: Settings, role: Role) -> int:
         return contract.EXIT_OK
     search = Search(settings, role.index, joining=role.worker)  # the studies and slots exist before any worker
     if search.budget_reached():  # a re-run of a finished search: no readers, no float score, no Quark
-        if not role.worker:
+        stopped = search.stopped()
+        if role.worker:
+            pass
+        elif stopped is not None:
+            say(f"qas: the search already stopped ({stopped['reason']}: {stopped['detail']}); nothing to run")
+        else:
             say(f"qas: the budget ({settings.n_trials} trials) is already reached; nothing to run "
                 "(raise n_trials to go on)")
     elif role.workers > 1 and not role.worker:
@@ -462,6 +616,10 @@ def main(settings: Settings, role: Role) -> int:
     if settings.plots:
         say(f"qas: wrote {write_plots(search).name}")
     where = f"copied to {contract.BEST_MODEL_FILE}" if best["best_model"] else "not copied here"
+    if best.get("stopped"):
+        say(f"qas: stopped: {best['stopped']['reason']} ({best['stopped']['detail']})")
+    if best.get("why"):
+        say(f"qas: recommended trial {best['trial_number']}: {best['why']}")
     say(f"qas: best value {best['value']:.6g} from {best['model']} ({best['stage']} stage), {where}; "
         f"see {contract.BEST_CONFIG_FILE}")
     if "keep_float" in best:

@@ -49,6 +49,14 @@ class Settings:
     # (a PostgreSQL URL read from that environment variable at run time; study_db is then <name>_study, the base name
     # of the local lock files)
     storage: dict[str, Any] = field(default_factory=lambda: {"kind": "sqlite"})
+    # engine qas: what each trial's values are, in contract.OBJECTIVES order (["accuracy"]: one value, as before)
+    objectives: list[str] = field(default_factory=lambda: ["accuracy"])
+    # evaluation.tolerance: {"value": 0.01, "relative": False} (in the objective's units) | {"value": 0.01,
+    # "relative": True} (a fraction of the float model's score, user evaluators only); None: none declared
+    tolerance: dict[str, Any] | None = None
+    # search.stop: {"at_tolerance": bool, "min_trials": int, "patience": int, "margin": float, "timeout": seconds
+    # or None}; None: the search runs to its budget
+    stop: dict[str, Any] | None = None
     # engine qas, when the spec declares it: {"method": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
     # | "mean", "blocks": {name: [regex]}, "top": bars in the chart, "base": a nested config, "search": None |
     # {"top_k": [k, ...]} | {"coverage": {"low": f, "high": f}}}; None: the analysis runs only on `--sensitivity`,
@@ -93,6 +101,21 @@ class Settings:
     @property
     def best_model_path(self) -> Path:
         return self.path(contract.BEST_MODEL_FILE)
+
+    @property
+    def multi_objective(self) -> bool:
+        """Trials carry several values (a multi-objective Optuna study)."""
+        return len(self.objectives) > 1
+
+    @property
+    def winner_rule(self) -> bool:
+        """The recommended-winner rule ranks the trials (objectives or a tolerance declared); else by value alone."""
+        return self.multi_objective or self.tolerance is not None
+
+    @property
+    def directions(self) -> list[str]:
+        """Each objective's direction: accuracy by the metric, latency and size minimized."""
+        return [self.direction if name == "accuracy" else "minimize" for name in self.objectives]
 
     def stage_totals(self) -> tuple[int, int]:
         """(grid configurations to complete, sampler trials to complete) for this budget."""

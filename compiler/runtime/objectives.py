@@ -1,0 +1,154 @@
+"""Objectives: settings and complete trials in; the tolerance bound, the recommended winner (with why), the Pareto front
+and the tolerance stop out. Pure functions over Optuna's FrozenTrial (values, user_attrs, number); no storage.
+
+The winner rule (README, "Objectives"): among the trials within tolerance, the fastest (latency objective; else the
+smallest, size objective); latencies within LATENCY_NOISE of the fastest count as ties, broken by accuracy, then
+size, then the lower trial number. Without the latency and size objectives, or with no tolerance declared, or when no
+trial is within it, the most accurate wins (ties: size, latency, trial number), and the reason says which case held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import contract
+
+ORIGINAL_FIRST = 0  # tie-break: a trial really quantized before one answered from the study
+
+
+@dataclass(frozen=True)
+class Choice:
+    winner: Any
+    reason: str  # why it won, one sentence
+    within: bool | None  # the winner is within tolerance (None: no tolerance declared)
+
+
+def allowed_loss(settings: Any, float_score: float | None) -> float | None:
+    """The tolerance in the accuracy objective's units (None: none declared, or relative without a float score)."""
+    tolerance = settings.tolerance
+    if tolerance is None:
+        return None
+    if tolerance["relative"]:
+        return None if float_score is None else tolerance["value"] * abs(float_score)
+    return float(tolerance["value"])
+
+
+def bound(settings: Any, float_score: float | None) -> float | None:
+    """The worst acceptable accuracy value: the loss itself for minimized values (a user evaluator's drop, L1, L2),
+    1 - tolerance for the maximized similarities (cos, ssim: the float model scores 1 against itself)."""
+    loss = allowed_loss(settings, float_score)
+    if loss is None:
+        return None
+    return 1.0 - loss if settings.direction == "maximize" else loss
+
+
+def is_within(settings: Any, accuracy: float, limit: float | None) -> bool | None:
+    """An accuracy value within the bound (None: no bound)."""
+    if limit is None:
+        return None
+    return accuracy >= limit if settings.direction == "maximize" else accuracy <= limit
+
+
+def values(settings: Any, trial: Any) -> dict[str, float]:
+    """A trial's values by objective name."""
+    return dict(zip(settings.objectives, trial.values, strict=True))
+
+
+def _oriented(settings: Any, name: str, value: float) -> float:
+    """Smaller is better for every objective once oriented."""
+    return -value if name == "accuracy" and settings.direction == "maximize" else value
+
+
+def _tail(settings: Any, trial: Any, order: tuple[str, ...]) -> tuple[float, ...]:
+    v = values(settings, trial)
+    reused = 1 if contract.ATTR_REUSED_FROM in trial.user_attrs else ORIGINAL_FIRST
+    return (*(_oriented(settings, n, v[n]) for n in order if n in v), reused, trial.number)
+
+
+def choose(settings: Any, trials: list[Any], limit: float | None) -> Choice | None:
+    """The recommended winner of `trials` by the rule above (None when there are none)."""
+    if not trials:
+        return None
+    within = [t for t in trials if is_within(settings, values(settings, t)["accuracy"], limit)]
+    primary = next((n for n in ("latency", "size") if n in settings.objectives), None)
+    most_accurate = ("accuracy", "size", "latency")
+    if limit is None or not within or primary is None:
+        pool = within or trials
+        winner = min(pool, key=lambda t: _tail(settings, t, most_accurate))
+        if limit is None:
+            return Choice(winner, "the most accurate (no tolerance declared)", None)
+        if not within:
+            return Choice(winner, "no trial is within tolerance: the most accurate", False)
+        return Choice(winner, "within tolerance and the most accurate", True)
+    fastest = min(values(settings, t)[primary] for t in within)
+    slack = contract.LATENCY_NOISE if primary == "latency" else 0.0
+    tied = [t for t in within if values(settings, t)[primary] <= fastest * (1 + slack)]
+    winner = min(tied, key=lambda t: _tail(settings, t, ("accuracy", "size", "latency")))
+    what = "the fastest" if primary == "latency" else "the smallest"
+    if len(tied) > 1:
+        noise = f" within {contract.LATENCY_NOISE:.0%}" if primary == "latency" else ""
+        what += f" ({len(tied)} trials tied{noise}, broken by accuracy then size)"
+    return Choice(winner, f"within tolerance and {what}", True)
+
+
+def ranking(settings: Any, trials: list[Any], limit: float | None, top: int | None = None) -> list[Any]:
+    """Trials in the order the rule recommends them (the winner, the runner-up, ...), the first `top` of them."""
+    left, out = list(trials), []
+    while left and (top is None or len(out) < top):
+        pick = choose(settings, left, limit).winner
+        out.append(pick)
+        left.remove(pick)
+    return out
+
+
+def pareto_front(settings: Any, trials: list[Any]) -> list[Any]:
+    """The non-dominated trials (by every objective, oriented), each configuration once, by trial number."""
+    originals = [t for t in trials if contract.ATTR_REUSED_FROM not in t.user_attrs]
+    points = {t.number: [_oriented(settings, n, v) for n, v in values(settings, t).items()] for t in originals}
+
+    def dominates(a: list[float], b: list[float]) -> bool:
+        return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
+
+    front = [t for t in originals if not any(dominates(points[o.number], points[t.number]) for o in originals)]
+    return sorted(front, key=lambda t: t.number)
+
+
+def tolerance_stop(settings: Any, trials: list[Any], limit: float | None, float_score: float | None) -> str | None:
+    """search.stop.at_tolerance: why the search may stop now, or None. Complete trials in completion order in.
+
+    The rule: at least min_trials complete, at least one within tolerance, and none of the last `patience` trials
+    improved any objective on the best of the trials before them by more than `margin` (accuracy: a fraction of
+    the tolerance itself; latency and size: a fraction of the best value)."""
+    stop = settings.stop or {}
+    if not stop.get("at_tolerance") or limit is None:
+        return None
+    patience = stop.get("patience", contract.DEFAULT_PATIENCE)
+    if len(trials) < max(stop.get("min_trials", contract.DEFAULT_MIN_TRIALS), patience + 1):
+        return None
+    within = [t for t in trials if is_within(settings, values(settings, t)["accuracy"], limit)]
+    if not within:
+        return None
+    margin = stop.get("margin", contract.DEFAULT_MARGIN)
+    earlier, recent = trials[:-patience], trials[-patience:]
+    for name in settings.objectives:
+        best = min(_oriented(settings, name, values(settings, t)[name]) for t in earlier)
+        scale = allowed_loss(settings, float_score) if name == "accuracy" else abs(best)
+        for t in recent:
+            if _oriented(settings, name, values(settings, t)[name]) < best - margin * (scale or 0.0):
+                return None
+    return (f"{len(trials)} trials complete, {len(within)} within tolerance, and the last {patience} improved no "
+            f"objective by more than {margin:g}")
+
+
+def trial_record(settings: Any, trial: Any, limit: float | None) -> dict[str, Any]:
+    """One trial for best_config.json and pareto.json: its number, stage, values, tolerance, model and config."""
+    record: dict[str, Any] = {"trial_number": trial.number, "stage": trial.user_attrs.get(contract.ATTR_STAGE),
+                              "values": values(settings, trial)}
+    if limit is not None:
+        record["within_tolerance"] = bool(is_within(settings, record["values"]["accuracy"], limit))
+    if contract.ATTR_LATENCY in trial.user_attrs:
+        record["latency"] = trial.user_attrs[contract.ATTR_LATENCY]
+    record["model"] = trial.user_attrs.get(contract.ATTR_MODEL)
+    record["config"] = trial.user_attrs.get(contract.ATTR_CONFIG)
+    return record

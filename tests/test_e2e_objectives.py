@@ -1,0 +1,44 @@
+"""Objectives end to end with the real amd-quark on CPU: a short multi-objective search of the example (accuracy,
+latency, size) with a tolerance and the tolerance stop, run by `qas run`, then `qas report`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import needs_quark, qas
+
+pytestmark = [pytest.mark.e2e, needs_quark]
+
+
+def test_a_multi_objective_search_recommends_one_winner_and_stops_at_tolerance(example_copy: Path) -> None:
+    folder = example_copy
+    spec = folder / "spec.yaml"
+    text = spec.read_text()
+    text = text.replace("  n_trials: 3\n", "  n_trials: 6\n  two_stage: false\n  objectives: [accuracy, latency, size]\n"
+                        "  stop: {at_tolerance: true, min_trials: 3, patience: 1, margin: 0.5}\n")
+    text = text.replace("  metric: L2\n", "  metric: L2\n  tolerance: 100\n")  # every model is within it
+    spec.write_text(text)
+    ran = qas("run", str(spec), "--yes", timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    out = folder / "autosearch_output"
+    best = json.loads((out / "best_config.json").read_text())
+    assert best["objectives"] == ["accuracy", "latency", "size"] and best["tolerance"]["met"] is True
+    assert best["why"].startswith("within tolerance and the fastest") and best["runner_up"] is not None
+    assert best["latency"]["provider"] == "CPUExecutionProvider" and best["latency"]["threads"] == 1
+    assert best["float"]["latency"]["median_ms"] > 0 and best["float"]["size_bytes"] > 0
+    assert best["stopped"]["reason"] == "tolerance" and 3 <= best["trials_complete"] < 6
+    pareto = json.loads((out / "pareto.json").read_text())
+    assert pareto["winner"] == best["trial_number"] and pareto["front"]
+    assert (out / "best_model.onnx").read_bytes() == (out / best["model"]).read_bytes()
+    manifest = (out / "run_manifest.yaml").read_text()
+    assert 'status: "stopped: tolerance"' in manifest and "budget_reached: true" in manifest
+    report = qas("report", str(out), "--format", "json")
+    data = json.loads(report.stdout)
+    assert data["stopped"]["reason"] == "tolerance" and data["objectives"]["speedup"] > 0
+    assert data["best"]["trial_number"] == best["trial_number"]
+    assert (out / "report" / "pareto_front.html").is_file()
+    text_report = qas("report", str(out)).stdout
+    assert "stopped: tolerance" in text_report and "speed-up" in text_report and "pareto front" in text_report
