@@ -58,7 +58,7 @@ def test_the_keep_float_choice_is_a_searched_parameter_recorded_on_each_trial_an
         return {0: 1.0, 1: 0.5, 2: 0.1}[config["keep_float"]["top_k"]] + (0.01 if config["cle_algo"] is None else 0)
 
     search = Search(s)
-    search.attach(fake.quantize, score, ranking.float_nodes)
+    search.attach(fake.quantize, score, float_nodes=ranking.float_nodes)
     assert search.run(stage_configs(s.search_space, s.sampler, s.two_stage, s.n_trials, product_configs)) is None
     trials = [t for t in search.sampler_study.get_trials() if t.state.name == "COMPLETE"]
     assert all("keep_float_top_k" in t.params for t in trials)  # an Optuna parameter like any other
@@ -74,7 +74,7 @@ def test_a_coverage_search_draws_a_fraction_in_its_range(tmp_path: Path) -> None
                       sensitivity={"search": {"coverage": {"low": 0.2, "high": 0.6}}})
     fake = FakeQuark()
     search = Search(s)
-    search.attach(fake.quantize, lambda model: 1.0, Ranking(rank(SCORES, {}, "sum")).float_nodes)
+    search.attach(fake.quantize, lambda model: 1.0, float_nodes=Ranking(rank(SCORES, {}, "sum")).float_nodes)
     search.run([])
     values: list[Any] = [c["keep_float"]["coverage"] for c in fake.quantized]
     assert values and all(0.2 <= v <= 0.6 for v in values)
