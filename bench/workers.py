@@ -16,7 +16,7 @@ side: flags in, a table or JSON out.
    Also, unless --no-postgres, the same spec with 1 worker on PostgreSQL (`storage: {url_env: ...}`, a fresh
    database per run): its wall time against the journal file's. The configurations alternate which runs first
    from one round to the next (--rounds), and the check that every run completed exactly the same trials is printed.
-2. Storage cost of one trial, without quantization: compiler.runtime.engine_qas.Search driven in this process with
+2. Storage cost of one trial, without quantization: compiler.runtime.search.Search driven in this process with
    an instant fake quantizer (writes the config to the model file) and scorer (a number from the config), for
    --storage-trials trials on each storage, two ways: the grid stage (sampler Grid: slots queued by index) and the
    sampler stage (Random sampler, one stage, a 1..10^6 integer range so the draws are distinct). ms per trial of
@@ -282,7 +282,7 @@ def product_configs(space: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def storage_trial_cost(root: Path, stage: str, kind: str, trials: int, pg: PgServer | None) -> dict[str, Any]:
-    from compiler.runtime.engine_qas import Search
+    from compiler.runtime.search import Search
     from compiler.runtime.space import stage_configs
 
     storage: dict[str, Any] = {"kind": "journal"}

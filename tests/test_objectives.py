@@ -15,8 +15,9 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import create_trial
 
 from compiler.runtime import contract, objectives
-from compiler.runtime.engine_qas import Search, write_best
 from compiler.runtime.latency import LatencyMeter, model_size, readings, summary
+from compiler.runtime.results import write_best
+from compiler.runtime.search import Search
 from compiler.runtime.space import stage_configs
 
 from .conftest import REPO, FakeQuark, fake_settings, product_configs

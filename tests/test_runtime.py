@@ -13,11 +13,18 @@ import optuna
 import pytest
 
 from compiler.runtime import contract
-from compiler.runtime.engine_qas import Search, write_best, write_plots
+from compiler.runtime.results import write_best, write_plots
+from compiler.runtime.search import Search
 from compiler.runtime.settings import Settings
-from compiler.runtime.space import nested_from_flat, pinned_stage2_space, stage_configs, suggest_config
+from compiler.runtime.space import (
+    nested_from_flat,
+    pinned_stage2_space,
+    stage_configs,
+    suggest_config,
+)
 
-from .conftest import REPO, SPACE, FakeQuark, fake_settings as settings, product_configs
+from .conftest import REPO, SPACE, FakeQuark, product_configs
+from .conftest import fake_settings as settings
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

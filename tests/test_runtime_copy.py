@@ -29,10 +29,10 @@ def test_every_runtime_module_is_copied_verbatim_under_a_version_and_hash_header
 def test_a_hand_edited_runtime_copy_is_refused_without_force(example_copy: Path) -> None:
     result = compile_spec(example_copy / "spec.yaml")
     assert not write_atomically(result.files, result.out_dir)
-    copy = result.out_dir / RUNTIME_PACKAGE / "engine_qas.py"
+    copy = result.out_dir / RUNTIME_PACKAGE / "search.py"
     copy.write_text(copy.read_text(encoding="utf-8").replace("max_failures", "max_failure"), encoding="utf-8")
     refused = refuse_overwrites(result.files, result.out_dir, force=False)
-    assert [d.code for d in refused] == ["QAS801"] and "engine_qas.py was edited by hand" in refused[0].message
+    assert [d.code for d in refused] == ["QAS801"] and "search.py was edited by hand" in refused[0].message
     assert refuse_overwrites(result.files, result.out_dir, force=True) == []
 
 

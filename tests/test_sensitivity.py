@@ -10,7 +10,8 @@ from typing import Any
 import optuna
 import pytest
 
-from compiler.runtime.engine_qas import Search, write_best
+from compiler.runtime.results import write_best
+from compiler.runtime.search import Search
 from compiler.runtime.sensitivity import Ranking, base_config, group_nodes, rank
 from compiler.runtime.space import config_key, stage_configs
 

@@ -19,7 +19,7 @@ import optuna
 import pytest
 
 from compiler.runtime import contract
-from compiler.runtime.engine_qas import Search
+from compiler.runtime.search import Search
 from compiler.runtime.space import stage_configs
 from compiler.runtime.workers import combined_exit, cpu_shares, share_env
 
@@ -187,7 +187,7 @@ def test_max_failures_counts_across_workers_and_keep_models_keeps_the_best_with_
 
 
 def test_with_an_artifact_folder_the_winner_is_fetched_from_it_when_this_folder_lacks_it(tmp_path: Path) -> None:
-    from compiler.runtime.engine_qas import write_best
+    from compiler.runtime.results import write_best
 
     shared = tmp_path / "shared"
     s = fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=3,
@@ -208,7 +208,7 @@ def test_with_an_artifact_folder_the_winner_is_fetched_from_it_when_this_folder_
 
 
 def test_without_an_artifact_folder_a_winner_made_elsewhere_is_named_not_copied(tmp_path: Path, capsys: Any) -> None:
-    from compiler.runtime.engine_qas import write_best
+    from compiler.runtime.results import write_best
 
     s = fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=2)
     search = Search(s)

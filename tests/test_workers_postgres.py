@@ -15,7 +15,7 @@ import optuna
 import pytest
 
 from compiler.runtime import contract, storage
-from compiler.runtime.engine_qas import Search
+from compiler.runtime.search import Search
 from compiler.runtime.space import stage_configs
 
 from .conftest import FakeQuark, fake_settings, product_configs
@@ -116,7 +116,7 @@ def test_a_worker_that_loses_the_database_retries_then_stops_saying_so(tmp_path:
                                                                        monkeypatch: Any, capsys: Any) -> None:
     monkeypatch.setenv(ENV, postgres.new_database())
     monkeypatch.setattr(storage, "STORAGE_RETRIES", (0.2, 0.2))
-    monkeypatch.setattr("compiler.runtime.engine_qas.STORAGE_RETRIES", (0.2, 0.2))
+    monkeypatch.setattr("compiler.runtime.search.STORAGE_RETRIES", (0.2, 0.2))
     search = Search(url_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=3))
     fake = FakeQuark()
 

@@ -1,0 +1,123 @@
+"""The winner's files: a finished Search in; best_model.onnx, best_config.json (and pareto.json with several
+objectives) and the optimization-history plot out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from . import contract, objectives
+from .artifacts import fetch_artifact
+from .checks import fail
+from .console import warn
+from .files import write_json
+from .search import Search
+from .settings import Settings
+
+
+def write_best(search: Search) -> dict[str, Any]:
+    """The best complete trial in the studies in; best_model.onnx and best_config.json written, and the summary out.
+
+    The winner's model may have been written by a worker on another machine: it is then fetched from the
+    artifact folder, or (without one) best_config.json says where it is and best_model.onnx is not written."""
+    settings = search.settings
+    ranked = search.ranked(top=2) if settings.winner_rule else search.ranked()
+    if not ranked:
+        fail(f"no trial completed; {search.failures()} failed (see the trials' `error` attributes)")
+    best = ranked[0]
+    stage = best.user_attrs[contract.ATTR_STAGE]
+    source = best if contract.ATTR_REUSED_FROM not in best.user_attrs else next(
+        (t for t in ranked if t.number == best.user_attrs[contract.ATTR_REUSED_FROM]
+         and t.user_attrs[contract.ATTR_STAGE] == stage), best)
+    temp = settings.best_model_path.with_name(settings.best_model_path.name + ".tmp")
+    local = settings.path(best.user_attrs[contract.ATTR_MODEL])
+    if local.is_file():
+        shutil.copyfile(local, temp)
+        copied = True
+    else:
+        copied = fetch_artifact(settings, source, temp)
+    if copied:
+        os.replace(temp, settings.best_model_path)
+    else:
+        settings.best_model_path.unlink(missing_ok=True)  # never leave an older winner under the winner's name
+        warn(f"qas: the best model, {best.user_attrs[contract.ATTR_MODEL]}, was written by worker "
+             f"{best.user_attrs.get(contract.ATTR_WORKER, '(unknown)')} in its own output folder; copy it from "
+             f"there (set storage.artifacts to a shared folder to have it here)")
+    summary = {
+        "stage": stage,
+        "config": best.user_attrs[contract.ATTR_CONFIG],
+        "value": best.values[0] if settings.multi_objective else best.value,  # the accuracy objective
+        "trial_number": best.number,
+        "study": settings.grid_study_name if stage == contract.STAGE_GRID else settings.study_name,
+        "model": best.user_attrs[contract.ATTR_MODEL],
+        "best_model": contract.BEST_MODEL_FILE if copied else None,
+        "worker": best.user_attrs.get(contract.ATTR_WORKER),
+        "trials_complete": len(search.complete(search.sampler_study)),
+        "grid_complete": len(search.complete(search.grid_study)),
+        "trials_failed": search.failures(),
+        "metric": settings.metric,
+        "direction": settings.direction,
+        "spec_hash": settings.spec_hash,
+        "space_hash": settings.space_hash,
+    }
+    if contract.ATTR_KEEP_FLOAT in best.user_attrs:  # beyond the fixed keep_float: the groups and exact nodes
+        summary["keep_float"] = best.user_attrs[contract.ATTR_KEEP_FLOAT]
+    if settings.evaluator is not None:
+        summary["objective"] = "float-model score minus quantized-model score, oriented by higher_is_better; minimized"
+        summary[contract.FLOAT_SCORE_ATTR] = search.sampler_study.user_attrs.get(contract.FLOAT_SCORE_ATTR)
+    if settings.winner_rule or settings.stop:
+        summary.update(winner_summary(search, ranked))
+    write_json(settings.best_config_path, summary)
+    return summary
+
+
+def winner_summary(search: Search, ranked: list[Any]) -> dict[str, Any]:
+    """best_config.json's keys for the winner rule: objectives, values, why the winner won, the runner-up, the float
+    model's figures, the stop record; pareto.json (several objectives) written beside it."""
+    settings = search.settings
+    attrs = search.sampler_study.user_attrs
+    limit = search.limit()
+    out: dict[str, Any] = {"objectives": list(settings.objectives), "stopped": attrs.get(contract.STOPPED_ATTR)}
+    if not settings.winner_rule:
+        return out
+    choice = objectives.choose(settings, search.trials("COMPLETE"), limit)
+    out["values"] = objectives.values(settings, ranked[0])
+    out["why"] = choice.reason
+    out["rule"] = ("among trials within tolerance, the fastest (latencies within "
+                   f"{contract.LATENCY_NOISE:.0%} tie, broken by accuracy then size); if none is, the most accurate")
+    out["tolerance"] = None if settings.tolerance is None else {
+        **settings.tolerance, "bound": limit, "met": choice.within}
+    out["runner_up"] = objectives.trial_record(settings, ranked[1], limit) if len(ranked) > 1 else None
+    out["float"] = {"score": attrs.get(contract.FLOAT_SCORE_ATTR), "latency": attrs.get(contract.FLOAT_LATENCY_ATTR),
+                    "size_bytes": attrs.get(contract.FLOAT_SIZE_ATTR)}
+    for key in (contract.ATTR_LATENCY, contract.ATTR_SIZE):
+        if key in ranked[0].user_attrs:
+            out[key] = ranked[0].user_attrs[key]
+    if settings.multi_objective:
+        front = objectives.pareto_front(settings, search.trials("COMPLETE"))
+        write_json(settings.path(contract.PARETO_FILE), {
+            "objectives": list(settings.objectives), "directions": settings.directions,
+            "winner": ranked[0].number, "front": [objectives.trial_record(settings, t, limit) for t in front]})
+        out["pareto"] = contract.PARETO_FILE
+    return out
+
+
+def _objective_name(settings: Settings) -> str:
+    """What a trial's value is, for a plot's axis."""
+    if settings.evaluator is None:
+        return settings.metric or "objective"
+    return f"{settings.evaluator['function']} {'drop' if settings.evaluator['higher_is_better'] else 'rise'} " \
+           "from the float model"
+
+
+def write_plots(search: Search) -> Path:
+    """Optuna's optimization history of the study that holds the searched trials, as HTML; its path out."""
+    import optuna
+
+    study = search.sampler_study if search.complete(search.sampler_study) else search.grid_study
+    path = search.settings.path("optimization_history.html")
+    figure = optuna.visualization.plot_optimization_history(study, target_name=_objective_name(search.settings))
+    figure.write_html(str(path), include_plotlyjs="directory")  # plotly.min.js once beside it, not 4.8 MB inside
+    return path
