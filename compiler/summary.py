@@ -51,6 +51,10 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     }
 
 
+ENGINE_TEXT = {"qas": "qas (qas's own trial loop over Quark's quantizer)",
+               "autosearchpro": "autosearchpro (Quark's AutoSearchPro loop)"}
+
+
 def _sensitivity(given: dict[str, Any] | None) -> dict[str, Any] | None:
     """The sensitivity stage as the plan shows it: method, samples, blocks and the searched prefix."""
     if given is None:
@@ -106,6 +110,7 @@ def summary_text(s: dict[str, Any]) -> str:
     low, high = time["total_s"]
     total = duration(low) if round(low) == round(high) else f"{duration(low)} to {duration(high)}"
     rows = [
+        ("engine", ENGINE_TEXT.get(s["engine"], s["engine"])),
         ("space", f"{space}, sampler {s['sampler']} (seed {s['seed']})" + (", two-stage" if s["two_stage"] else "")),
         ("trials", f"{trials['effective']} of {trials['requested']} requested"
                    + (f" (Quark alone would run {trials['quark_would_run']})"

@@ -42,3 +42,4 @@ def test_a_multi_objective_search_recommends_one_winner_and_stops_at_tolerance(e
     assert (out / "report" / "pareto_front.html").is_file()
     text_report = qas("report", str(out)).stdout
     assert "stopped: tolerance" in text_report and "speed-up" in text_report and "pareto front" in text_report
+    assert "carry no stage attribute" not in text_report  # the slots left queued by the stop are not trials

@@ -64,7 +64,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
     ranked = sorted(complete, key=lambda r: _value(r.trial), reverse=direction == "maximize")
     failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get(ATTR_INTERRUPTED)]
-    unstaged = sum(1 for r in rows if r.study == facts["name"] and ATTR_STAGE not in r.trial.user_attrs)
+    unstaged = sum(1 for r in rows if r.study == facts["name"] and ATTR_STAGE not in r.trial.user_attrs
+                   and r.trial.state != TrialState.WAITING)  # a queued slot has no stage until a worker runs it
     if unstaged:
         notes.append(f"{unstaged} trial(s) carry no stage attribute and are counted as sampler trials")
     counts = {
