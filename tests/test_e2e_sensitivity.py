@@ -67,3 +67,8 @@ def test_the_outlier_node_ranks_first_the_ranking_is_reused_and_the_prefix_stays
     model = onnx.load(str(out / best["model"]))
     assert not weights_quantized(model, "fc2")  # kept float: no DequantizeLinear on its weights
     assert weights_quantized(model, "fc1") and weights_quantized(model, "head")  # the rest is quantized
+    shown = qas("report", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert "most sensitive: fc2 " in shown.stdout and "cost 1 quantization" in shown.stdout
+    kept = next(line for line in shown.stdout.splitlines() if line.strip().startswith("kept float"))
+    assert kept.split("float", 1)[1].strip().startswith(", ".join(best["keep_float"]["groups"]))

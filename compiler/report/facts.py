@@ -27,6 +27,7 @@ from ..runtime.contract import (
     FLOAT_SCORE_ATTR,
     GRID_STUDY_SUFFIX,
     MANIFEST_FILE,
+    SENSITIVITY_FILE,
     STAGE_GRID,
     STAGE_SAMPLER,
 )
@@ -153,6 +154,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "importances_study": source.study_name if found else None,
         "workers": _workers(rows),
         "all_trials": [_trial_row(r, numbers) for r in rows],
+        "sensitivity": _sensitivity(out_dir, saved),
         "notes": notes,
     }
 
@@ -189,6 +191,18 @@ def _workers(rows: list[_Row]) -> dict[str, dict[str, int]]:
         elif state == "FAIL":
             counts["interrupted" if r.trial.user_attrs.get(ATTR_INTERRUPTED) else "failed"] += 1
     return dict(sorted(found.items()))
+
+
+def _sensitivity(out_dir: Path, saved: dict[str, Any] | None) -> dict[str, Any] | None:
+    """sensitivity.json's ranking (its top groups, method and cost) and what the winner kept in float; None without one."""
+    data = _load_json(out_dir / SENSITIVITY_FILE)
+    if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
+        return None
+    stem = (out_dir / SENSITIVITY_FILE).with_suffix("")
+    return {"method": data.get("method"), "samples": data.get("samples"), "baseline_error": data.get("baseline_error"),
+            "cost": data.get("cost"), "top": [{"name": g.get("name"), "score": g.get("score")} for g in data["groups"][:TOP_N]],
+            "charts": [f"{stem.name}{ext}" for ext in (".html", ".png") if stem.with_suffix(ext).is_file()],
+            "winner_keeps": (saved or {}).get("keep_float")}
 
 
 class _Row(NamedTuple):

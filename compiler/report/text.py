@@ -46,6 +46,7 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
             f", {c[k]} {k}" for k in ("failed", "interrupted", "running") if c[k]) for w, c in r["workers"].items())))
     if r["metric"] is not None:
         facts.append(("float model", _float_model(metric, higher, float_score)))
+    facts += _sensitivity_facts(r.get("sensitivity"))
     config_json = None
     if best is not None:
         score = best.get("score")
@@ -209,4 +210,20 @@ def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
         out.append(("pareto front", "; ".join(
             f"trial {p['trial_number']}: " + ", ".join(f"{k} {_num(v)}" for k, v in p["values"].items())
             + (" (within)" if p.get("within_tolerance") else "") for p in o["pareto"])))
+    return out
+
+
+def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The sensitivity ranking's lines: its top groups and cost, and what the winner keeps in float."""
+    if sens is None:
+        return []
+    cost = sens.get("cost") or {}
+    top = ", ".join(f"{g['name']} {_num(g['score'])}" for g in sens["top"])
+    out = [("sensitivity", f"{sens['method']} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
+                           f"most sensitive: {top}; cost {cost.get('quantizations', '?')} quantization "
+                           f"({_num(cost.get('quantize_s'))} s) + {cost.get('inferences', '?')} inferences "
+                           f"({_num(cost.get('infer_s'))} s)" + (f"; charts {', '.join(sens['charts'])}" if sens["charts"] else ""))]
+    keeps = sens.get("winner_keeps")
+    if keeps:
+        out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {keeps.get('choice')})"))
     return out

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from . import contract
 from .console import say
 from .files import write_json
+from .lock import FileLock
 
 SENSITIVITY_FILE = contract.SENSITIVITY_FILE
 FORMAT = 1
@@ -298,7 +299,7 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
     key = cache_key(settings.model_sha256, base, data_hash(sample_list(calib, 10**9), samples), opts["method"],
                     len(samples), exclusions)
     path = settings.path(SENSITIVITY_FILE)
-    with _locked(settings.path(SENSITIVITY_FILE + ".lock")):
+    with FileLock(settings.path(SENSITIVITY_FILE + ".lock")):
         data = load_cached(path, key)
         if data is not None:
             say(f"qas: sensitivity: reusing {SENSITIVITY_FILE} (same model, base configuration, data and method)")
@@ -319,25 +320,6 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
     for line in write_charts(path, data["groups"][:opts["top"]], data["method"]):
         say(f"qas: sensitivity: {line}")
     return Ranking(data["groups"])
-
-
-class _locked:
-    """An exclusive lock on a file for the `with` block (fcntl where there is one; none elsewhere)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> None:
-        self.handle = open(self.path, "a+")  # noqa: SIM115 - held for the block
-        try:
-            import fcntl
-
-            fcntl.flock(self.handle, fcntl.LOCK_EX)
-        except ImportError:
-            pass
-
-    def __exit__(self, *_exc: Any) -> None:
-        self.handle.close()
 
 
 # --- Charts -----------------------------------------------------------------------------------------------------
