@@ -43,3 +43,19 @@ def test_a_multi_objective_search_recommends_one_winner_and_stops_at_tolerance(e
     text_report = qas("report", str(out)).stdout
     assert "stopped: tolerance" in text_report and "speed-up" in text_report and "pareto front" in text_report
     assert "carry no stage attribute" not in text_report  # the slots left queued by the stop are not trials
+
+
+def test_the_timeout_ends_a_two_worker_search_cleanly_and_is_recorded(example_copy: Path) -> None:
+    spec = example_copy / "spec.yaml"
+    spec.write_text(spec.read_text().replace("  n_trials: 3\n", "  n_trials: 40\n  stop: {timeout: 1s}\n"))
+    ran = qas("run", str(spec), "--yes", "--workers", "2", timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    out = example_copy / "autosearch_output"
+    best = json.loads((out / "best_config.json").read_text())
+    assert best["stopped"]["reason"] == "timeout" and best["trials_complete"] < 40
+    report = json.loads(qas("report", str(out), "--format", "json").stdout)
+    trials = report["all_trials"]
+    assert not [t for t in trials if t["state"] == "RUNNING"] and report["trials"]["failed"] == 0  # none cut short
+    assert 'status: "stopped: timeout"' in (out / "run_manifest.yaml").read_text()
+    again = qas("run", str(spec), "--yes", timeout=300)  # a stopped search has nothing left to run
+    assert again.returncode == 0 and "already stopped (timeout" in again.stdout + again.stderr
