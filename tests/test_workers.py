@@ -238,3 +238,34 @@ def test_waiting_on_a_configuration_a_dead_worker_held_does_not_hang(tmp_path: P
     waiter.join(30)
     assert not waiter.is_alive() and found == [None]  # the dead worker's trial was failed; nothing to wait for
     assert study.trials[trial.number].state.name == "FAIL"
+
+
+def test_a_budget_lowered_on_resume_is_honoured_though_more_slots_were_queued(tmp_path: Path) -> None:
+    first = Search(fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=6))
+    fake = FakeQuark(interrupt_at=2)
+    first.attach(fake.quantize, fake.score)
+    assert first.run([]) == contract.EXIT_INTERRUPTED  # 2 complete, 5 slots still queued
+    lowered = Search(fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=3))
+    fake = FakeQuark()
+    lowered.attach(fake.quantize, fake.score)
+    assert lowered.run([]) is None and lowered.budget_reached()
+    assert len(lowered.complete(lowered.sampler_study)) == 3 and len(fake.quantized) <= 1
+
+
+def test_of_two_workers_claiming_the_last_needed_slot_exactly_one_runs_it(tmp_path: Path) -> None:
+    s = fake_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=3)
+    a, b = Search(s), Search(s, worker_index=1, joining=True)
+    fake = FakeQuark()
+    a.attach(fake.quantize, fake.score)
+    for _ in range(2):
+        _study, trial, _stage = a.slots.claim(a.worker)
+        a.run_slot(a.sampler_study, trial, contract.STAGE_SAMPLER, [])
+    a.sampler_study.enqueue_trial({}, user_attrs={contract.ATTR_SLOT: contract.STAGE_SAMPLER})  # one slot too many
+    _, first, _ = a.slots.claim(a.worker)
+    second = b.sampler_study.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]  # b claims the extra one too
+    b.storage.set_trial_state_values(second._trial_id, state=optuna.trial.TrialState.RUNNING)
+    decided = [a.slots.surplus(first), b.slots.surplus(second)]
+    assert decided == [True, False]  # the first to decide sees the other in hand and gives its own up
+    given_up = a.sampler_study.trials[first.number]
+    assert given_up.state.name == "FAIL" and given_up.user_attrs[contract.ATTR_INTERRUPTED]
+    assert "not needed" in given_up.user_attrs[contract.ATTR_ERROR] and a.failures() == 0

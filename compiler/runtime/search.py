@@ -292,6 +292,8 @@ class Search:
             index = trial.user_attrs[contract.ATTR_GRID_INDEX]
             self.run_trial(study, trial, grid_configs[index], stage)
             return
+        if self.slots.surplus(trial):
+            return
         space = self.stage2_space() if self.settings.two_stage else self.settings.search_space
         if space is None:  # cannot happen: sampler slots are queued only once the winner is pinned
             fail("a sampler slot was queued before the grid stage's winner was pinned")

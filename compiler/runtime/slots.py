@@ -57,6 +57,8 @@ class Slots:
     def claim(self, worker: str) -> tuple[Any, Any, str] | None:
         """(study, trial, stage) of a slot this worker now owns (grid slots first), or None when none waits."""
         for study, stage in ((self.grid_study, contract.STAGE_GRID), (self.sampler_study, contract.STAGE_SAMPLER)):
+            if study is self.sampler_study and self._sampler_in_hand(None) >= self.settings.stage_totals()[1]:
+                continue  # the budget is complete or in hand (it may have been lowered since slots were queued)
             for waiting in study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.WAITING,)):
                 # Named before the claim, so no RUNNING trial is ever without a worker; a worker that loses the
                 # race may leave its name until the winner writes its own just after (both are alive then).
@@ -73,6 +75,22 @@ class Slots:
                 study._thread_local.cached_all_trials = None
                 return study, self.optuna.Trial(study, waiting._trial_id), stage
         return None
+
+    def _sampler_in_hand(self, mine: Any) -> int:
+        """Sampler trials complete or running, `mine` (a trial) left out."""
+        return sum(1 for t in self.sampler_study.get_trials(deepcopy=False)
+                   if t.state.name == "COMPLETE" or (t.state.name == "RUNNING" and t.number != getattr(mine, "number", None)))
+
+    def surplus(self, trial: Any) -> bool:
+        """A sampler slot just claimed that the budget no longer needs (the others complete or in hand): failed as
+        interrupted, not queued again; True then. Decided under the lock, so two workers never both give one up."""
+        with self.lock():
+            total = self.settings.stage_totals()[1]
+            if self._sampler_in_hand(trial) < total:
+                return False
+            self._retire(self.sampler_study, trial, f"not needed: the {total} sampler trials of the budget are "
+                                                    "complete or in hand", requeue=False)
+            return True
 
     # --- Queueing (under the lock) ------------------------------------------------------------------
     def top_up(self, failures: int) -> int:
@@ -159,7 +177,7 @@ class Slots:
                     if t.user_attrs.get(contract.ATTR_WORKER) == worker:
                         self._retire(study, t, reason)
 
-    def _retire(self, study: Any, trial: Any, reason: str) -> int:
+    def _retire(self, study: Any, trial: Any, reason: str, requeue: bool = True) -> int:
         """A RUNNING trial no worker will finish: marked interrupted with the reason, then FAIL; a sampler trial's
         configuration is queued again at once (a grid index by _queue_grid). 1 when this call failed it, else 0."""
         try:
@@ -168,7 +186,7 @@ class Slots:
             self.storage.set_trial_state_values(trial._trial_id, state=self.optuna.trial.TrialState.FAIL)
         except self.optuna.exceptions.UpdateFinishedTrialError:
             return 0  # it finished after all
-        if study is self.sampler_study:
+        if study is self.sampler_study and requeue:
             self.requeue_sampler(trial)
         return 1
 
