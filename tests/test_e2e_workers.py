@@ -123,7 +123,8 @@ def test_ctrl_c_stops_every_worker_cleanly_and_a_rerun_finishes_the_budget(examp
     r = report(spec.parent)
     assert not [t for t in r["all_trials"] if t["state"] == "RUNNING"]
     stopped = [t for t in r["all_trials"] if t["state"] == "FAIL"]
-    assert stopped and all(t["interrupted"] for t in stopped) and r["trials"]["failed"] == 0
+    assert stopped and all(t["interrupted"] for t in stopped) and r["trials"]["failed"] == 0, [
+        (t["number"], t["worker"], t["error"]) for t in stopped]
     (example_copy / "hang").unlink()
     rerun = subprocess.run([sys.executable, str(spec), "--workers", "2"], capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr

@@ -353,3 +353,22 @@ def test_the_lock_holder_is_named_while_held_and_none_once_free(tmp_path: Path) 
     assert holder(study).startswith(f"pid {__import__('os').getpid()} on ")
     held.close()
     assert holder(study) is None
+
+
+def test_a_stop_signal_that_a_library_turned_into_another_error_still_counts_as_interrupted(tmp_path: Path) -> None:
+    from compiler.runtime import stopping
+
+    class Wrapping(FakeQuark):  # Ctrl-C lands inside a library that re-raises it as its own error
+        def quantize(self, config: dict[str, Any], output: Path) -> None:
+            if len(self.quantized) == 2:
+                stopping._requested.append("SIGINT")
+                raise RuntimeError("quantization aborted")
+            super().quantize(config, output)
+
+    try:
+        search, code = run(settings(tmp_path), Wrapping())
+    finally:
+        stopping._requested.clear()
+    assert code == contract.EXIT_INTERRUPTED and search.failures() == 0
+    (stopped,) = search.trials("FAIL")
+    assert stopped.user_attrs[contract.ATTR_INTERRUPTED] and contract.ATTR_ERROR not in stopped.user_attrs

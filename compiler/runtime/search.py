@@ -208,16 +208,14 @@ class Search:
                 values = self.objective_values(trial, model, value)
                 store_artifact(self.settings, trial, model)
         except KeyboardInterrupt:
-            with self.slots.lock():  # the configuration is queued again: a re-run (or another worker) finishes it
-                trial.set_user_attr(contract.ATTR_INTERRUPTED, True)
-                study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
-                if stage == contract.STAGE_SAMPLER:
-                    self.slots.requeue_sampler(trial)
-            model.unlink(missing_ok=True)
+            self.interrupted(study, trial, stage, model)
             raise
         except Exception as error:  # noqa: BLE001 - any failure of one trial is that trial's (F10)
             if is_storage_error(error):
                 raise
+            if stopping.requested():  # the stop signal, turned into another error by the library it landed in
+                self.interrupted(study, trial, stage, model)
+                raise KeyboardInterrupt from error
             trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}")
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             model.unlink(missing_ok=True)
@@ -233,6 +231,16 @@ class Search:
         best = self.ranked(top=1)[0]
         say(f"qas: {stage} trial {trial.number}: {self.shown(values)} (recommended: trial {best.number}, "
             f"{self.shown(best.values)})")
+
+    def interrupted(self, study: Any, trial: Any, stage: str, model: Path) -> None:
+        """A trial stopped by a signal: FAIL and interrupted (not a failure), its configuration queued again so a
+        re-run (or another worker) finishes it, its model removed."""
+        with self.slots.lock():
+            trial.set_user_attr(contract.ATTR_INTERRUPTED, True)
+            study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+            if stage == contract.STAGE_SAMPLER:
+                self.slots.requeue_sampler(trial)
+        model.unlink(missing_ok=True)
 
     def objective_values(self, trial: Any, model: Path, accuracy: float) -> list[float]:
         """A scored model's values in search.objectives order; its latency record, size and tolerance recorded."""
