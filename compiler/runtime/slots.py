@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from . import contract
 from .lock import FileLock, worker_is_dead
+from .storage import advisory_lock
 
 
 class Slots:
@@ -41,17 +42,12 @@ class Slots:
             with FileLock(study_path.with_name(study_path.name + ".slots")):
                 yield
             return
-        from sqlalchemy import create_engine, text
+        from sqlalchemy import create_engine
 
-        if self._engine is None:
+        if self._engine is None:  # its own connections: Optuna's pool serves the storage's calls under the lock
             self._engine = create_engine(self.storage.url, pool_pre_ping=True)
-        key = zlib.crc32(f"qas-slots:{self.settings.study_name}".encode())
-        with self._engine.connect() as connection:
-            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-            try:
-                yield
-            finally:
-                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+        with advisory_lock(self._engine, zlib.crc32(f"qas-slots:{self.settings.study_name}".encode())):
+            yield
 
     # --- Claiming -----------------------------------------------------------------------------------
     def claim(self, worker: str) -> tuple[Any, Any, str] | None:

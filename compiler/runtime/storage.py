@@ -80,18 +80,28 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
 
 
 @contextlib.contextmanager
+def advisory_lock(engine: Any, key: int) -> Iterator[None]:
+    """Hold PostgreSQL's session advisory lock `key` on one of `engine`'s connections for the `with` block (released by
+    the server if this process dies)."""
+    from sqlalchemy import text
+
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+
+
+@contextlib.contextmanager
 def _schema_lock(url: str) -> Iterator[None]:
-    """Hold a PostgreSQL advisory lock while Optuna checks (and, on a new database, creates) its tables."""
-    from sqlalchemy import create_engine, text
+    """Hold an advisory lock while Optuna checks (and, on a new database, creates) its tables."""
+    from sqlalchemy import create_engine
 
     engine = create_engine(url, connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS})
     try:
-        with engine.connect() as connection:
-            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-            try:
-                yield
-            finally:
-                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": SCHEMA_LOCK_KEY})
+        with advisory_lock(engine, SCHEMA_LOCK_KEY):
+            yield
     finally:
         engine.dispose()
 
