@@ -74,7 +74,7 @@ def _objectives(plan: Plan) -> dict[str, Any]:
     return out
 
 
-WINNER_TEXT = {"latency": "the fastest within it (latency ties within 5%), else the most accurate",
+WINNER_TEXT = {"latency": "the fastest within it (latencies tie within their measured spread), else the most accurate",
                "size": "the smallest within it, else the most accurate",
                "accuracy": "the most accurate (and whether it is within)"}
 

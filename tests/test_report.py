@@ -44,7 +44,8 @@ TRIALS = {
     8: ("sampler", TrialState.COMPLETE, 0.60, "adaround", 20, 1e-2, 400),
     9: ("sampler", TrialState.RUNNING, None, "adaround", 40, 1e-2, None),
 }
-TOP5 = {"minimize": [4, 7, 1, 2, 6], "maximize": [5, 8, 0, 2, 6]}  # ties (2 and 6 at 0.40) by trial number
+# each configuration once: trial 6 repeats trial 2 (answered from the study) and is not a row of its own
+TOP5 = {"minimize": [4, 7, 1, 2, 0], "maximize": [5, 8, 0, 2, 1]}
 ERROR = "RuntimeError: Quark ran out of memory"
 
 
@@ -184,8 +185,12 @@ def test_winner_files(run_dir: tuple[Path, optuna.Study, str]) -> None:
 
 def test_reused_score_points_at_the_model_that_made_it(run_dir: tuple[Path, optuna.Study, str]) -> None:
     out, _, _ = run_dir
-    entry = next(e for e in build_report(out)["top5"] if e["number"] == 6)
+    report = build_report(out)
+    entry = next(e for e in report["all_trials"] if e["number"] == 6)
     assert (entry["reused_from"], entry["model"]) == (2, "quantized_model_2.onnx")
+    top = {e["number"]: e for e in report["top5"]}
+    assert 6 not in top and top[2]["repeated_by"] == [6] and top[2]["reused_from"] is None  # the one quantized
+    assert " 2 (+6 reused) " in report_text(report)
 
 
 def test_importances_cover_the_parameters_that_changed(run_dir: tuple[Path, optuna.Study, str]) -> None:
@@ -291,7 +296,7 @@ def test_files_written(run_dir: tuple[Path, optuna.Study, str]) -> None:
     assert "![optimization history](report/optimization_history.png)" in md
     assert "(report/optimization_history.html)" in md and "(report/param_importances.html)" in md
     rows = [line for line in md.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
-    assert [row.split("|")[2].strip() for row in rows[:5]] == [str(n) for n in TOP5[direction]]
+    assert [row.split("|")[2].strip().split()[0] for row in rows[:5]] == [str(n) for n in TOP5[direction]]
     assert "```json\n{\n" in md and f"trial {study.best_trial.number} (sampler stage)" in md
     assert not [p for p in out.rglob("*.tmp")]
 
@@ -402,8 +407,8 @@ def test_grid_study_of_engine_qas(tmp_path: Path) -> None:
     assert (best["stage"], best["study"], best["trial_number"], best["value"]) == ("grid", STUDY + "-grid", 0, 0.05)
     assert (best["model"], best["model_bytes"]) == ("quantized_model0.onnx", 50)
     assert report["best_config_agrees"] is True
-    assert [(e["stage"], e["number"]) for e in report["top5"]] == [
-        ("grid", 0), ("sampler", 0), ("sampler", 4), ("grid", 1), ("sampler", 1)]
+    assert [(e["stage"], e["number"], e["repeated_by"]) for e in report["top5"]] == [
+        ("grid", 0, []), ("sampler", 0, [4]), ("grid", 1, []), ("sampler", 1, [])]  # sampler 4 repeats sampler 0
     assert report["failures"] == [{"number": 3, "stage": "sampler", "error": ERROR}]
     assert report["importances_study"] == STUDY
     text = report_text(report)
@@ -623,3 +628,53 @@ def test_quark_s_own_grid_stage_is_not_counted_as_zero_of_n(run_dir: tuple[Path,
     manifest = {"engine": "autosearchpro", "search": {"sampler": "TPE"},
                 "budget": {"effective_trials": 6, "grid_configs": 2}}
     assert total_trials(manifest) == 6 and total_trials(manifest | {"engine": "qas"}) == 8
+
+
+FLOAT_MS = 0.5
+
+
+def test_a_multi_objective_run_shows_each_configuration_once_every_history_and_a_slower_winner(tmp_path: Path) -> None:
+    from compiler.runtime.results import write_best, write_plots
+    from compiler.runtime.search import Search
+    from compiler.runtime.space import stage_configs
+
+    from .conftest import FakeQuark, fake_settings, product_configs
+
+    def measured(model: Path) -> dict:  # the meter's record: XInt8 1 ms, Int16 3 ms, every round alike
+        ratio = {"XInt8Spec": 1.0, "Int16Spec": 3.0}[json.loads(model.read_text())["activation"]] / FLOAT_MS
+        return {"median_ms": ratio * FLOAT_MS, "spread_ms": 0.0, "ratio": ratio, "ratio_range": [ratio, ratio],
+                "provider": "CPUExecutionProvider", "threads": 1, "rounds": 6, "method": "interleaved with the float model"}
+
+    two = {"activation": ["XInt8Spec", "Int16Spec"], "cle_algo": ["cle"]}  # two configurations, six trials
+    s = fake_settings(tmp_path, objectives=["accuracy", "latency", "size"], tolerance={"value": 0.5, "relative": False},
+                      two_stage=False, sampler="Random", n_trials=6, search_space=two, plots=True)
+    search = Search(s)
+    search.record_float_objectives({"median_ms": FLOAT_MS, "spread_ms": 0.01, "provider": "CPUExecutionProvider",
+                                    "threads": 1}, 46)
+    fake = FakeQuark()
+    search.attach(fake.quantize, fake.score, measured)
+    search.run(stage_configs(s.search_space, s.sampler, s.two_stage, s.n_trials, product_configs))
+    best = write_best(search)
+    assert len(write_plots(search)) == 4  # the runtime's plots: crashed on a multi-objective study
+    write_manifest(tmp_path, effective_trials=6)
+    manifest = tmp_path / "run_manifest.yaml"
+    manifest.write_text(manifest.read_text().replace(DB, s.study_db).replace(f'"{STUDY}"', f'"{s.study_name}"'))
+
+    report = build_report(tmp_path)
+    numbers = [e["number"] for e in report["top5"]]
+    assert numbers == [best["trial_number"], best["runner_up"]["trial_number"]]  # two configurations, two rows
+    assert report["top5"][0]["repeated_by"] == best["repeated_by"] != []
+    o = report["objectives"]
+    assert o["runner_up"]["config"] != best["config"] and o["verdict"] == "slower"
+    assert o["speedup"] == pytest.approx(FLOAT_MS / 1.0)  # XInt8: 1 ms against the float model's 0.5 ms
+    text = report_text(report)
+    assert "winner 1 ± 0 ms, float model 0.5 ± 0.01 ms: the quantized model is 2.00x SLOWER than the float" in text
+    assert "SLOWER than the float model: 2.00x the float model's latency" in text  # why, in the recommended line
+    assert f"trial {best['runner_up']['trial_number']}" in text.split("runner-up", 1)[1].splitlines()[0]
+    written = write_report_files(report, tmp_path)
+    for name in ("optimization_history.html", "optimization_history_latency.html", "optimization_history_size.html",
+                 "pareto_front.html"):
+        assert f"report/{name}" in written
+    assert "latency (ms per sample)" in (tmp_path / "report" / "optimization_history_latency.html").read_text()
+    md = (tmp_path / "report.md").read_text()
+    assert "(report/optimization_history_latency.html)" in md and "(report/optimization_history_size.html)" in md

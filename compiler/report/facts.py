@@ -31,6 +31,7 @@ from ..runtime.contract import (
     STAGE_GRID,
     STAGE_SAMPLER,
 )
+from ..runtime.objectives import distinct
 from .manifest import first_line, load_manifest
 from .objectives import objectives_view, recommend, stopped_record
 from .studies import importances, load_studies
@@ -95,7 +96,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     recommended = recommend(saved, direction, [r.trial for r in complete])
     if recommended is not None:  # the winner rule ranks the trials, as the search did
         order = {id(t): k for k, t in enumerate(recommended["ranking"])}
-        ranked = sorted(complete, key=lambda r: order[id(r.trial)])
+        ranked = sorted(complete, key=lambda r: order.get(id(r.trial), len(order)))
+    entries = _distinct(ranked)  # each configuration once: a repeat answered from the study is not a runner-up
     best, agrees = None, False
     if ranked:
         top = ranked[0]
@@ -146,8 +148,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
                   "score": _score(_value(r.trial), float_score, higher_is_better),
                   "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
                   "model_exists": _model_of(r, numbers) is not None and (out_dir / _model_of(r, numbers)).is_file(),
-                  "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM)}
-                 for r in ranked[:TOP_N]],
+                  "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM), "repeated_by": repeats}
+                 for r, repeats in entries[:TOP_N]],
         "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
                      for r in failed],
         "importances": found,
@@ -157,6 +159,13 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "sensitivity": _sensitivity(out_dir, saved),
         "notes": notes,
     }
+
+
+def _distinct(ranked: list[_Row]) -> list[tuple[_Row, list[int]]]:
+    """Rows in rank order in; each configuration once (the trial that really quantized it, at its best rank) with
+    the numbers of the trials that repeated it, out."""
+    rows = {id(r.trial): r for r in ranked}
+    return [(rows[id(t)], repeats) for t, repeats in distinct([r.trial for r in ranked])]
 
 
 def _value(trial: Any) -> float | None:

@@ -1,5 +1,6 @@
 """The report's files: the report (JSON-ready data) and its output dir in; plots under report/ (the HTML pages
-sharing one plotly.min.js) and report.md written atomically, their relative paths out, or a one-line error.
+sharing one plotly.min.js; with search.objectives one history an objective and the Pareto front) and report.md
+written atomically, their relative paths out, or a one-line error.
 
 Optuna, matplotlib and jinja2 are imported inside the functions so `import compiler.report` stays cheap.
 """
@@ -18,7 +19,10 @@ PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "history_png": f"{PLOTS_DIR}/optimization_history.png",
          "importances_html": f"{PLOTS_DIR}/param_importances.html",
          "pareto_html": f"{PLOTS_DIR}/pareto_front.html",  # search.objectives: Optuna's Pareto-front plot
-         "pareto_png": f"{PLOTS_DIR}/pareto_front.png"}
+         "pareto_png": f"{PLOTS_DIR}/pareto_front.png",
+         "history_latency_html": f"{PLOTS_DIR}/optimization_history_latency.html",  # search.objectives: one history
+         "history_size_html": f"{PLOTS_DIR}/optimization_history_size.html"}  # an objective (accuracy's above)
+OBJECTIVE_LABELS = {"latency": "latency (ms per sample)", "size": "size (bytes)"}
 PLOTLY_JS = f"{PLOTS_DIR}/plotly.min.js"  # written once beside the HTML plots, which load it by this name
 STAGE_LABELS = {"grid_name": "grid stage", "name": "sampler stage"}  # legend names for the studies (hashed names)
 
@@ -49,7 +53,9 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
         target = shown["value"] if report["metric"] is not None else "Objective Value"
         files.update(_plots(studies, ranked_by, list(report["importances"]), target, labels))
         if report.get("objectives") and len(report["objectives"]["objectives"]) > 1:
-            files.update(_pareto_plots(studies[-1], report["objectives"]["objectives"], notes))
+            names = report["objectives"]["objectives"]
+            files.update(_objective_histories(studies, names, labels))
+            files.update(_pareto_plots(studies[-1], names, notes))
         if ranked_by is None:
             notes.append("no importance plot: there are no importances (see the notes)")
     links = {key: name if name in files else None for key, name in PLOTS.items()}
@@ -137,6 +143,25 @@ def _fence(text: str | None) -> str:
     return "`" * max(3, longest + 1)
 
 
+def _objective_histories(studies: list[Any], names: list[str], labels: dict[str, str]) -> dict[str, str | bytes]:
+    """A multi-objective search's studies in; the optimization history (HTML) of each objective but accuracy (its
+    history is the main one) out, each with its own target and axis name."""
+    import optuna
+
+    plotted = studies[0] if len(studies) == 1 else studies
+    found: dict[str, str | bytes] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for index, name in enumerate(names):
+            if f"history_{name}_html" not in PLOTS:
+                continue
+            figure = optuna.visualization.plot_optimization_history(
+                plotted, target=lambda t, i=index: t.values[i], target_name=OBJECTIVE_LABELS[name])
+            figure.for_each_trace(lambda trace: trace.update(name=_relabel(trace.name, labels)))
+            found[PLOTS[f"history_{name}_html"]] = _html(figure)
+    return found
+
+
 def _pareto_plots(study: Any, names: list[str], notes: list[str]) -> dict[str, str | bytes]:
     """A multi-objective study in; Optuna's Pareto-front plot as HTML, and as PNG when matplotlib draws it."""
     import io
@@ -144,7 +169,7 @@ def _pareto_plots(study: Any, names: list[str], notes: list[str]) -> dict[str, s
     import optuna
 
     found: dict[str, str | bytes] = {}
-    labels = [{"latency": "latency (ms)", "size": "size (bytes)"}.get(n, n) for n in names]
+    labels = [OBJECTIVE_LABELS.get(n, n) for n in names]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         found[PLOTS["pareto_html"]] = _html(optuna.visualization.plot_pareto_front(study, target_names=labels))

@@ -1,5 +1,6 @@
 """The report's objectives: best_config.json and the complete trials in; the winner rule's ranking, the stop record,
-and the float-versus-winner figures (speed-up, loss, tolerance met) and the Pareto front out, JSON-ready.
+and the float-versus-winner figures (speed-up, slower than float, loss, tolerance met) and the Pareto front out,
+JSON-ready.
 
 The ranking is the runtime's own rule (compiler/runtime/objectives.py), read with the settings best_config.json
 records, so the report ranks exactly as the search did.
@@ -45,12 +46,16 @@ def stopped_record(saved: dict[str, Any] | None, studies: list[Any]) -> dict[str
 def objectives_view(saved: dict[str, Any] | None, recommended: dict[str, Any] | None,
                     out_dir: Path) -> dict[str, Any] | None:
     """Float model against the winner (accuracy, latency, size; speed-up, loss), the tolerance, why it won, the
-    runner-up and the Pareto front (pareto.json); None without the winner rule."""
+    runner-up and the Pareto front (pareto.json); None without the winner rule. The speed-up is the inverse of the
+    winner's measured ratio to the float model; versus_float says plainly when the winner is not faster."""
     if recommended is None:
         return None
     values, float_ = saved.get("values", {}), saved.get("float") or {}
     float_latency = (float_.get("latency") or {}).get("median_ms")
-    latency = values.get("latency")
+    latency, record = values.get("latency"), saved.get("latency") or {}
+    ratio = record.get("ratio") if isinstance(record.get("ratio"), (int, float)) and record["ratio"] > 0 else None
+    if ratio is None and float_latency and latency:
+        ratio = latency / float_latency  # a record of an older run: two figures measured apart
     front = None
     pareto = out_dir / PARETO_FILE
     if pareto.is_file():
@@ -64,7 +69,8 @@ def objectives_view(saved: dict[str, Any] | None, recommended: dict[str, Any] | 
         "float": {"score": float_.get("score"), "latency_ms": float_latency, "latency": float_.get("latency"),
                   "size_bytes": float_.get("size_bytes")},
         "loss": values.get("accuracy"),
-        "speedup": float_latency / latency if float_latency and latency else None,
+        "speedup": 1.0 / ratio if ratio else None,  # the rounds' ratio, measured interleaved with the float model
+        "verdict": objectives.verdict(saved.get("latency"), float_.get("latency")),  # "slower", "not faster", None
         "size_ratio": (values["size"] / float_["size_bytes"]) if values.get("size") and float_.get("size_bytes")
         else None,
         "runner_up": saved.get("runner_up"), "pareto": front,

@@ -69,7 +69,7 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         facts.append(("stopped", f"{stopped['reason']}: {stopped.get('detail', '')} (at {stopped.get('at', '?')})"))
     facts += _objective_facts(r.get("objectives"))
     settings, shown = _differing(r["top5"])
-    top = [[str(i), str(e["number"]), e["stage"], _num(e["value"])]
+    top = [[str(i), _trial_cell(e), e["stage"], _num(e["value"])]
            + ([_num(e["score"]) if e.get("score") is not None else "-"] if scored else []) + [_model_cell(e)]
            + ([", ".join(f"{k}={_num(row[k])}" for k in shown if k in row) or "-"] if shown else [])
            for i, (e, row) in enumerate(zip(r["top5"], settings, strict=True), 1)]
@@ -191,10 +191,19 @@ def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
     out = [("recommended", o["why"] or "?")]
     f, w = o["float"], o["winner"]
     lat = o.get("winner_latency") or f.get("latency") or {}
-    label = f" ({lat.get('provider', '?')}, {lat.get('threads', '?')} thread(s))" if lat else ""
+    how = [lat.get("provider", "?"), f"{lat.get('threads', '?')} thread(s)"]
+    if lat.get("rounds") and lat.get("method"):
+        how.append(f"{lat['rounds']} rounds {lat['method']}")
+    label = f" ({', '.join(how)})" if lat else ""
     if "latency" in w:
-        out.append(("latency", f"winner {_num(w['latency'])} ms, float model {_num(f['latency_ms'])} ms median"
-                               + (f": {o['speedup']:.2f}x speed-up" if o["speedup"] else "") + label))
+        line = (f"winner {_ms(w['latency'], o.get('winner_latency'))}, "
+                f"float model {_ms(f['latency_ms'], f.get('latency'))}")
+        if o["speedup"] and o.get("verdict") == "slower":
+            line += f": the quantized model is {1 / o['speedup']:.2f}x SLOWER than the float model"
+        elif o["speedup"]:
+            line += f": {o['speedup']:.2f}x speed-up" + (", not measurably faster than the float model"
+                                                         if o.get("verdict") == "not faster" else "")
+        out.append(("latency", line + label))
     if "size" in w:
         out.append(("size", f"winner {int(w['size'])} B, float model {f['size_bytes']} B"
                             + (f" ({o['size_ratio']:.0%})" if o["size_ratio"] else "")))
@@ -205,12 +214,31 @@ def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
                                  + f" (bound {_num(tolerance.get('bound'))}; loss {_num(o['loss'])}): {met}"))
     if o.get("runner_up"):
         ru = o["runner_up"]
-        out.append(("runner-up", f"trial {ru['trial_number']}: " + ", ".join(f"{k} {_num(v)}" for k, v in ru["values"].items())))
+        out.append(("runner-up", f"trial {ru['trial_number']}{_repeats(ru)}: "
+                    + ", ".join(f"{k} {_num(v)}" for k, v in ru["values"].items())))
     if o.get("pareto"):
         out.append(("pareto front", "; ".join(
-            f"trial {p['trial_number']}: " + ", ".join(f"{k} {_num(v)}" for k, v in p["values"].items())
+            f"trial {p['trial_number']}{_repeats(p)}: " + ", ".join(f"{k} {_num(v)}" for k, v in p["values"].items())
             + (" (within)" if p.get("within_tolerance") else "") for p in o["pareto"])))
     return out
+
+
+def _ms(value: Any, record: dict[str, Any] | None) -> str:
+    """A latency in ms, with its measured spread when the record has one."""
+    spread = (record or {}).get("spread_ms")
+    return f"{_num(value)} ± {spread:.2g} ms" if isinstance(spread, (int, float)) else f"{_num(value)} ms"
+
+
+def _repeats(entry: dict[str, Any]) -> str:
+    """` (repeated by trials 9, 12)` when other trials were answered from the study with this configuration."""
+    numbers = entry.get("repeated_by") or []
+    return f" (repeated by trial{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))})" if numbers else ""
+
+
+def _trial_cell(entry: dict[str, Any]) -> str:
+    """A top-5 row's trial number, with the trials that repeated its configuration."""
+    numbers = entry.get("repeated_by") or []
+    return f"{entry['number']} (+{', '.join(map(str, numbers))} reused)" if numbers else str(entry["number"])
 
 
 def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:

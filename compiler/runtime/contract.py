@@ -67,7 +67,7 @@ ATTR_ARTIFACT = "artifact"  # with storage.artifacts: the trial's model in Optun
 ATTR_KEEP_FLOAT = "keep_float"  # keep_float.search: {"choice", "groups", "nodes"} the trial kept in float
 ATTR_RETRIED_FROM = "retried_from"  # a slot queued again for a trial whose worker stopped: that trial's number
 ATTR_WITHIN_TOLERANCE = "within_tolerance"  # with evaluation.tolerance: the trial's loss is within it (bool)
-ATTR_LATENCY = "latency"  # with the latency objective: {"median_ms", "p25_ms", "p75_ms", "provider", "threads", ...}
+ATTR_LATENCY = "latency"  # with the latency objective: {"median_ms", "spread_ms", "ratio", "rounds", ...} (latency.py)
 ATTR_SIZE = "size_bytes"  # with the size objective: the model file plus its external data, in bytes
 STAGE_GRID = "grid"
 STAGE_SAMPLER = "sampler"
@@ -97,7 +97,6 @@ OBJECTIVES = ("accuracy", "latency", "size")  # search.objectives, in the order 
 DEFAULT_MIN_TRIALS = 5  # search.stop.min_trials: complete trials before the tolerance stop may fire
 DEFAULT_PATIENCE = 3  # search.stop.patience: the last trials that must not improve for the tolerance stop
 DEFAULT_MARGIN = 0.02  # search.stop.margin: an improvement smaller than this fraction does not count
-LATENCY_NOISE = 0.05  # latencies within 5% of the fastest count as ties in the winner rule
 MULTI_OBJECTIVE_SAMPLERS = ("TPE", "Random", "GPS", "NSGAII", "QMC")  # CmaEs and Grid take one objective only
 
 

@@ -90,9 +90,15 @@ def float_objectives(search: Search, evaluation: Any) -> Any:
     meter = None
     if "latency" in settings.objectives:
         evaluation.reset_iter()
-        meter = LatencyMeter(list(evaluation), settings.device, get_library_path(settings.device.split(":")[0].upper()))
-        try:
-            search.record_float_objectives(meter(settings.model_path), None)
+        meter = LatencyMeter(list(evaluation), settings.device, get_library_path(settings.device.split(":")[0].upper()),
+                             settings.model_path)
+        try:  # once per study (a re-run or another worker reads it): every trial's ratio scales the same figure
+            with search.slots.lock():
+                record = search.sampler_study.user_attrs.get(contract.FLOAT_LATENCY_ATTR)
+                if record is None:
+                    record = meter.reference()
+                    search.record_float_objectives(record, None)
+            meter.reference_ms = record["median_ms"]
         except Exception as error:  # noqa: BLE001 - the float model must run, or no latency compares
             fail(f"measuring the float model's latency failed: {type(error).__name__}: {error}")
     if "size" in settings.objectives:
@@ -129,7 +135,10 @@ def main(settings: Settings, role: Role) -> int:
         return contract.EXIT_OK  # the launcher writes the winner once every worker has ended
     best = write_best(search)
     if settings.plots:
-        say(f"qas: wrote {write_plots(search).name}")
+        try:
+            say(f"qas: wrote {', '.join(path.name for path in write_plots(search))}")
+        except Exception as error:  # noqa: BLE001 - the winner's files are written: a plot is not worth the run
+            warn(f"qas: the plots could not be drawn ({type(error).__name__}: {error}); `qas report` draws them")
     where = f"copied to {contract.BEST_MODEL_FILE}" if best["best_model"] else "not copied here"
     if best.get("stopped"):
         say(f"qas: stopped: {best['stopped']['reason']} ({best['stopped']['detail']})")

@@ -2,9 +2,11 @@
 and the tolerance stop out. Pure functions over Optuna's FrozenTrial (values, user_attrs, number); no storage.
 
 The winner rule (README, "Objectives"): among the trials within tolerance, the fastest (latency objective; else the
-smallest, size objective); latencies within LATENCY_NOISE of the fastest count as ties, broken by accuracy, then
-size, then the lower trial number. Without the latency and size objectives, or with no tolerance declared, or when no
-trial is within it, the most accurate wins (ties: size, latency, trial number), and the reason says which case held.
+smallest, size objective); a latency whose measured spread overlaps the fastest's (latency.py: each figure comes with
+the spread of its rounds) counts as a tie, and ties are broken by accuracy, then size, then the lower trial number.
+Without the latency and size objectives, or with no tolerance declared, or when no trial is within it, the most
+accurate wins (ties: size, latency, trial number), and the reason says which case held. A configuration is ranked
+once (distinct): a trial answered from the study repeats the trial that really quantized it, model file and all.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import contract
+from .latency import spread
+from .space import config_key
 
 ORIGINAL_FIRST = 0  # tie-break: a trial really quantized before one answered from the study
 
@@ -81,15 +85,33 @@ def choose(settings: Any, trials: list[Any], limit: float | None) -> Choice | No
         if not within:
             return Choice(winner, "no trial is within tolerance: the most accurate", False)
         return Choice(winner, "within tolerance and the most accurate", True)
-    fastest = min(values(settings, t)[primary] for t in within)
-    slack = contract.LATENCY_NOISE if primary == "latency" else 0.0
-    tied = [t for t in within if values(settings, t)[primary] <= fastest * (1 + slack)]
+    fastest = min(within, key=lambda t: (values(settings, t)[primary], _tail(settings, t, ("accuracy", "size"))))
+    best = values(settings, fastest)[primary]
+    if primary == "latency":  # a tie: the two figures' measured spreads overlap (never a fixed percentage)
+        reach = spread(fastest.user_attrs.get(contract.ATTR_LATENCY))
+        tied = [t for t in within if values(settings, t)[primary] - best
+                <= reach + spread(t.user_attrs.get(contract.ATTR_LATENCY))]
+    else:
+        tied = [t for t in within if values(settings, t)[primary] <= best]
     winner = min(tied, key=lambda t: _tail(settings, t, ("accuracy", "size", "latency")))
     what = "the fastest" if primary == "latency" else "the smallest"
-    if len(tied) > 1:
-        noise = f" within {contract.LATENCY_NOISE:.0%}" if primary == "latency" else ""
-        what += f" ({len(tied)} trials tied{noise}, broken by accuracy then size)"
+    tied_configs = len({identity(t) for t in tied})
+    if tied_configs > 1:
+        noise = " within their measured latency spread" if primary == "latency" else ""
+        what += f" ({tied_configs} configurations tied{noise}, broken by accuracy then size)"
     return Choice(winner, f"within tolerance and {what}", True)
+
+
+def rule_text(settings: Any) -> str:
+    """The winner rule in one sentence, for best_config.json's `rule`."""
+    if "latency" in settings.objectives:
+        first = ("the fastest (latencies whose measured spreads overlap the fastest's tie, broken by accuracy then "
+                 "size)")
+    elif "size" in settings.objectives:
+        first = "the smallest (ties broken by accuracy)"
+    else:
+        first = "the most accurate"
+    return f"among trials within tolerance, {first}; if none is, the most accurate"
 
 
 def ranking(settings: Any, trials: list[Any], limit: float | None, top: int | None = None) -> list[Any]:
@@ -102,16 +124,65 @@ def ranking(settings: Any, trials: list[Any], limit: float | None, top: int | No
     return out
 
 
-def pareto_front(settings: Any, trials: list[Any]) -> list[Any]:
-    """The non-dominated trials (by every objective, oriented), each configuration once, by trial number."""
-    originals = [t for t in trials if contract.ATTR_REUSED_FROM not in t.user_attrs]
-    points = {t.number: [_oriented(settings, n, v) for n, v in values(settings, t).items()] for t in originals}
+def identity(trial: Any) -> str:
+    """What a trial measured: its configuration (a repeat answered from the study copies it), else its model file."""
+    config = trial.user_attrs.get(contract.ATTR_CONFIG)
+    if isinstance(config, dict):
+        return "config " + config_key(config)
+    model = trial.user_attrs.get(contract.ATTR_MODEL)
+    return f"model {model}" if model is not None else f"trial {id(trial)}"
+
+
+def distinct(ordered: list[Any]) -> list[tuple[Any, list[int]]]:
+    """Trials in rank order in; each configuration once, at its best rank, out, with the numbers of the other trials
+    that measured it. The one kept is a trial that really quantized it (one answered from the study shares its model
+    and its values, so it is the same entry, not a runner-up)."""
+    groups: dict[str, list[Any]] = {}
+    for t in ordered:
+        groups.setdefault(identity(t), []).append(t)
+    out = []
+    for members in groups.values():
+        kept = next((t for t in members if contract.ATTR_REUSED_FROM not in t.user_attrs), members[0])
+        out.append((kept, [t.number for t in members if t is not kept]))
+    return out
+
+
+def pareto_front(settings: Any, trials: list[Any]) -> list[tuple[Any, list[int]]]:
+    """The non-dominated trials (by every objective, oriented), each configuration once (distinct), by trial number;
+    each with the numbers of the trials that repeat its configuration."""
+    kept = distinct(sorted(trials, key=lambda t: t.number))
+    points = {id(t): [_oriented(settings, n, v) for n, v in values(settings, t).items()] for t, _ in kept}
 
     def dominates(a: list[float], b: list[float]) -> bool:
         return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
 
-    front = [t for t in originals if not any(dominates(points[o.number], points[t.number]) for o in originals)]
-    return sorted(front, key=lambda t: t.number)
+    return [(t, repeats) for t, repeats in kept if not any(dominates(points[id(o)], points[id(t)]) for o, _ in kept)]
+
+
+def verdict(record: dict[str, Any] | None, float_record: dict[str, Any] | None) -> str | None:
+    """A quantized model's latency record and the float model's in; "slower" (every round measured it slower),
+    "not faster" (the rounds straddle the float model's latency) or None (faster, or a figure is missing) out."""
+    if not isinstance(record, dict) or not isinstance(float_record, dict) or not float_record.get("median_ms"):
+        return None
+    ratio = record.get("ratio") or record["median_ms"] / float_record["median_ms"]
+    low, high = record.get("ratio_range") or (ratio, ratio)
+    return "slower" if low > 1.0 else "not faster" if high >= 1.0 else None
+
+
+def versus_float(record: dict[str, Any] | None, float_record: dict[str, Any] | None) -> str | None:
+    """The winner's latency record and the float model's in; a plain sentence when the quantized model is not
+    measurably faster than the float model out (None when it is faster, or either figure is missing)."""
+    found = verdict(record, float_record)
+    if found is None:
+        return None
+    ratio = record.get("ratio") or record["median_ms"] / float_record["median_ms"]
+    measured = (f"{ratio:.2f}x the float model's latency ({record['median_ms']:.3g} ms against "
+                f"{float_record['median_ms']:.3g} ms per sample on {record.get('provider', '?')}, "
+                f"{record.get('method', 'measured apart')})")
+    if found == "slower":
+        return (f"the quantized model is SLOWER than the float model: {measured}; quantization does not speed this "
+                "model up on this device")
+    return f"the quantized model is not measurably faster than the float model: {measured}"
 
 
 def tolerance_stop(settings: Any, trials: list[Any], limit: float | None, float_score: float | None) -> str | None:
@@ -141,10 +212,11 @@ def tolerance_stop(settings: Any, trials: list[Any], limit: float | None, float_
             f"objective by more than {margin:g}")
 
 
-def trial_record(settings: Any, trial: Any, limit: float | None) -> dict[str, Any]:
-    """One trial for best_config.json and pareto.json: its number, stage, values, tolerance, model and config."""
+def trial_record(settings: Any, trial: Any, limit: float | None, repeats: list[int] | None = None) -> dict[str, Any]:
+    """One trial for best_config.json and pareto.json: its number, stage, values, tolerance, model and config, and
+    the trials that repeated its configuration (answered from the study)."""
     record: dict[str, Any] = {"trial_number": trial.number, "stage": trial.user_attrs.get(contract.ATTR_STAGE),
-                              "values": values(settings, trial)}
+                              "values": values(settings, trial), "repeated_by": list(repeats or [])}
     if limit is not None:
         record["within_tolerance"] = bool(is_within(settings, record["values"]["accuracy"], limit))
     if contract.ATTR_LATENCY in trial.user_attrs:

@@ -1,5 +1,5 @@
 """The winner's files: a finished Search in; best_model.onnx, best_config.json (and pareto.json with several
-objectives) and the optimization-history plot out."""
+objectives) and Optuna's plots out."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def write_best(search: Search) -> dict[str, Any]:
     The winner's model may have been written by a worker on another machine: it is then fetched from the
     artifact folder, or (without one) best_config.json says where it is and best_model.onnx is not written."""
     settings = search.settings
-    ranked = search.ranked(top=2) if settings.winner_rule else search.ranked()
+    ranked = search.ranked()
     if not ranked:
         fail(f"no trial completed; {search.failures()} failed (see the trials' `error` attributes)")
     best = ranked[0]
@@ -83,23 +83,27 @@ def winner_summary(search: Search, ranked: list[Any]) -> dict[str, Any]:
     if not settings.winner_rule:
         return out
     choice = objectives.choose(settings, search.trials("COMPLETE"), limit)
-    out["values"] = objectives.values(settings, ranked[0])
-    out["why"] = choice.reason
-    out["rule"] = ("among trials within tolerance, the fastest (latencies within "
-                   f"{contract.LATENCY_NOISE:.0%} tie, broken by accuracy then size); if none is, the most accurate")
+    entries = objectives.distinct(ranked)  # the runner-up is another configuration, never a repeat of the winner
+    winner = ranked[0]
+    out["values"] = objectives.values(settings, winner)
+    out["repeated_by"] = entries[0][1]
+    out["rule"] = objectives.rule_text(settings)
     out["tolerance"] = None if settings.tolerance is None else {
         **settings.tolerance, "bound": limit, "met": choice.within}
-    out["runner_up"] = objectives.trial_record(settings, ranked[1], limit) if len(ranked) > 1 else None
+    out["runner_up"] = (objectives.trial_record(settings, entries[1][0], limit, entries[1][1]) if len(entries) > 1
+                     else None)
     out["float"] = {"score": attrs.get(contract.FLOAT_SCORE_ATTR), "latency": attrs.get(contract.FLOAT_LATENCY_ATTR),
                     "size_bytes": attrs.get(contract.FLOAT_SIZE_ATTR)}
     for key in (contract.ATTR_LATENCY, contract.ATTR_SIZE):
-        if key in ranked[0].user_attrs:
-            out[key] = ranked[0].user_attrs[key]
+        if key in winner.user_attrs:
+            out[key] = winner.user_attrs[key]
+    slower = objectives.versus_float(winner.user_attrs.get(contract.ATTR_LATENCY), out["float"]["latency"])
+    out["why"] = choice.reason if slower is None else f"{choice.reason}; {slower}"
     if settings.multi_objective:
         front = objectives.pareto_front(settings, search.trials("COMPLETE"))
         write_json(settings.path(contract.PARETO_FILE), {
-            "objectives": list(settings.objectives), "directions": settings.directions,
-            "winner": ranked[0].number, "front": [objectives.trial_record(settings, t, limit) for t in front]})
+            "objectives": list(settings.objectives), "directions": settings.directions, "winner": winner.number,
+            "front": [objectives.trial_record(settings, t, limit, repeats) for t, repeats in front]})
         out["pareto"] = contract.PARETO_FILE
     return out
 
@@ -112,12 +116,31 @@ def _objective_name(settings: Settings) -> str:
            "from the float model"
 
 
-def write_plots(search: Search) -> Path:
-    """Optuna's optimization history of the study that holds the searched trials, as HTML; its path out."""
+def write_plots(search: Search) -> list[Path]:
+    """Optuna's plots of the study that holds the searched trials, as HTML sharing one plotly.min.js; their paths out.
+
+    One objective: optimization_history.html. Several (search.objectives): one history per objective (accuracy's
+    keeps that name; optimization_history_latency.html, ..._size.html), each with its target and name, and
+    pareto_front.html."""
     import optuna
 
+    settings = search.settings
     study = search.sampler_study if search.complete(search.sampler_study) else search.grid_study
-    path = search.settings.path("optimization_history.html")
-    figure = optuna.visualization.plot_optimization_history(study, target_name=_objective_name(search.settings))
-    figure.write_html(str(path), include_plotlyjs="directory")  # plotly.min.js once beside it, not 4.8 MB inside
-    return path
+    names = {"accuracy": _objective_name(settings), "latency": "latency (ms per sample)", "size": "size (bytes)"}
+    figures = {}
+    if not settings.multi_objective:
+        figures["optimization_history.html"] = optuna.visualization.plot_optimization_history(
+            study, target_name=names["accuracy"])
+    else:
+        for index, name in enumerate(settings.objectives):
+            file = "optimization_history.html" if name == "accuracy" else f"optimization_history_{name}.html"
+            figures[file] = optuna.visualization.plot_optimization_history(
+                study, target=lambda t, i=index: t.values[i], target_name=names[name])
+        figures["pareto_front.html"] = optuna.visualization.plot_pareto_front(
+            study, target_names=[names[n] for n in settings.objectives])
+    paths = []
+    for file, figure in figures.items():
+        path = settings.path(file)
+        figure.write_html(str(path), include_plotlyjs="directory")  # plotly.min.js once beside them, not 4.8 MB each
+        paths.append(path)
+    return paths
