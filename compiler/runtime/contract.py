@@ -89,7 +89,7 @@ SAMPLER_CLASSES = {
     "QMC": "QMCSampler",
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
-IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL"}  # distributions whose module is named otherwise
+IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL", "google-re2": "re2"}  # distributions whose module is named otherwise
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
 DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back
