@@ -106,6 +106,7 @@ def test_the_runtime_groups_nodes_with_the_same_engine() -> None:
     ("a{,5}", "repetition {,5} has no lower count: write {0,5}"),  # Python's {0,5}; RE2 would read it as text
     ("a{007}", "repetition {007} has a leading zero: write {7}"),  # the same
     (r"(a)\1", "invalid escape sequence: \\1"),
+    ("conv\ud800", "character '\\ud800' at 4 is not valid Unicode text"),  # YAML's "\ud800": no UTF-8 for RE2
 ])
 def test_patterns_re2_cannot_run_as_python_would_are_refused_with_the_reason(pattern: str, reason: str) -> None:
     with pytest.raises(PatternError) as refused:

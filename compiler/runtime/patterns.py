@@ -34,6 +34,11 @@ def block_pattern(pattern: str) -> Any:
         raise PatternEngineMissing(f"keep_float.blocks patterns are matched with RE2: install {RE2_DISTRIBUTION} "
                                    f"(pip install {RE2_DISTRIBUTION})") from error
     problem = _repeat_problem(pattern)
+    if problem is None and not pattern.isascii():
+        try:
+            pattern.encode("utf-8")  # RE2 reads UTF-8: a lone surrogate (YAML's "\ud800") has none
+        except UnicodeEncodeError as error:
+            problem = f"character {error.object[error.start]!r} at {error.start} is not valid Unicode text"
     if problem is not None:
         raise PatternError(problem)
     options = re2.Options()
