@@ -118,3 +118,11 @@ def test_patterns_re2_cannot_run_as_python_would_are_refused_with_the_reason(pat
                                            ("^conv[0-9]{1,3}$", "conv12"), ("a{1000}", "a" * 1000), ("a{0,1000}b", "b")])
 def test_braces_that_are_not_a_count_and_counts_within_the_limit_match(pattern: str, name: str) -> None:
     assert block_pattern(pattern).search(name)
+
+
+def test_a_compiler_without_re2_says_so_instead_of_crashing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "re2", None)  # `import re2` raises ImportError
+    found = compile_spec(spec_with_blocks(tmp_path, ["^a+b$"]), target_env(GOLDEN)).diagnostics
+    assert [(d.code, d.path) for d in found] == [("QAS601", ("keep_float", "blocks", "b0", 0))]
+    assert f"google-re2 is not installed in {sys.executable}" in found[0].message
+    assert found[0].hint.endswith("(pip install google-re2)")
