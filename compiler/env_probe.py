@@ -14,9 +14,10 @@ import os
 import platform
 import sys
 
-PACKAGES = ("amd-quark", "optuna", "onnxruntime", "onnx", "numpy", "torch", "plotly", "pillow", "matplotlib")
+PACKAGES = ("amd-quark", "optuna", "onnxruntime", "onnx", "numpy", "torch", "plotly", "pillow", "matplotlib",
+            "google-re2")
 # The import name of each distribution, and the alternative distributions that provide it.
-MODULES = {"amd-quark": "quark", "onnxruntime": "onnxruntime", "pillow": "PIL"}
+MODULES = {"amd-quark": "quark", "onnxruntime": "onnxruntime", "pillow": "PIL", "google-re2": "re2"}
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-rocm", "onnxruntime-migraphx",
                      "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-vitisai")
 

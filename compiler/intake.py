@@ -22,8 +22,13 @@ TWO_GB = 2 * 1024**3
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 QOPERATOR_OPS = {"QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearAveragePool", "QLinearConcat",
                  "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearSigmoid", "QLinearSoftmax", "QGemm",
-                 "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"}
+                 "QLinearConvTranspose", "QLinearReduceMean", "QLinearWhere", "QAttention",
+                 "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "DynamicQuantizeLSTM"}
+# What onnxruntime's quantize_dynamic writes: activations quantized at run time (in both sets above).
+DYNAMIC_OPS = {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
+               "DynamicQuantizeLSTM", "QAttention"}
 QUARK_DOMAINS = {"com.amd.quark", "com.vai.quantize"}
+SHOWN_OPS = 8  # quantization op types a QAS702 message names
 QUANTIZABLE_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Mul", "Concat", "AveragePool", "MaxPool",
                    "GlobalAveragePool", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Softmax", "Resize", "Pad",
                    "InstanceNormalization", "LayerNormalization", "Gather", "Split", "Slice", "Transpose", "Reshape"}
@@ -121,12 +126,7 @@ def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
     """Facts in, the risks a search would run into out (severity, code, message, hint); the intake pass reports them."""
     found = []
     if analysis["has_qdq"] or analysis["has_qoperator"] or analysis["has_quark_custom_ops"]:
-        kinds = [k for k, flag in (("QuantizeLinear/DequantizeLinear", analysis["has_qdq"]),
-                                   ("QOperator ops", analysis["has_qoperator"]),
-                                   ("Quark custom-domain ops", analysis["has_quark_custom_ops"])) if flag]
-        found.append({"severity": "error", "code": "QAS702",
-                      "message": f"the model is already quantized ({', '.join(kinds)}); AutoSearchPro needs a float model",
-                      "hint": "point `model` at the float model it was made from"})
+        found.append(_quantized_risk(analysis["op_counts"]))
     outside = [e["location"] for e in analysis["external_data"] if outside_folder(e["location"])]
     if outside:
         found.append({"severity": "error", "code": "QAS716",
@@ -145,6 +145,32 @@ def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
                       "message": f"default-domain opset {opset} is below 13; Quark's per-channel and QDQ passes expect 13+",
                       "hint": "convert it first, e.g. onnx.version_converter.convert_version(model, 17)"})
     return found
+
+
+def _quantized_risk(op_counts: dict[str, int]) -> dict[str, str]:
+    """The op counts of a quantized model in; the QAS702 risk naming the quantization ops found (and their kind)."""
+    kinds: dict[str, list[str]] = {}
+    for key, count in op_counts.items():  # keys: "Op", or "domain::Op" outside the default domain
+        domain, _, op = key.rpartition("::")
+        if domain in QUARK_DOMAINS:
+            kind = "Quark custom-domain ops"
+        elif op in DYNAMIC_OPS:
+            kind = "dynamic quantization, as onnxruntime's quantize_dynamic writes"
+        elif op in QDQ_OPS:
+            kind = "QuantizeLinear/DequantizeLinear"
+        elif op in QOPERATOR_OPS:
+            kind = "QOperator ops"
+        else:
+            continue
+        kinds.setdefault(kind, []).append(f"{key} x{count}")
+    ops = [op for named in kinds.values() for op in named]
+    listed = ", ".join(ops[:SHOWN_OPS]) + (f" and {len(ops) - SHOWN_OPS} more op types" if len(ops) > SHOWN_OPS else "")
+    dynamic = any(k.startswith("dynamic") for k in kinds)
+    return {"severity": "error", "code": "QAS702",
+            "message": f"the model is already quantized ({'; '.join(kinds)}): it has {listed}; a quantization "
+                       "search starts from the float model",
+            "hint": "point `model` at the float model it was made from"
+                    + (" (the model quantize_dynamic was given)" if dynamic else "")}
 
 
 def _with_risks(path: Path) -> dict[str, Any]:

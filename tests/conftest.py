@@ -117,8 +117,9 @@ def run_script(script: Path) -> subprocess.CompletedProcess:
     return ran
 
 
-def qdq_model(path: Path) -> Path:
-    """The example model quantized to QDQ by onnxruntime's quantize_static (an already-quantized model to refuse)."""
+def qdq_model(path: Path, quant_format: str = "QDQ") -> Path:
+    """The example model quantized to QDQ (or QOperator: QLinearConv, ...) by onnxruntime's quantize_static (an
+    already-quantized model to refuse)."""
     import numpy as np
 
     quantization = pytest.importorskip("onnxruntime.quantization")
@@ -131,7 +132,16 @@ def qdq_model(path: Path) -> Path:
             return self.samples.pop() if self.samples else None
 
     quantization.quantize_static(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(path), Samples(),
-                                 quant_format=quantization.QuantFormat.QDQ)
+                                 quant_format=getattr(quantization.QuantFormat, quant_format))
+    return path
+
+
+def dynamic_model(path: Path) -> Path:
+    """The example model quantized by onnxruntime's quantize_dynamic (DynamicQuantizeLinear, ConvInteger,
+    MatMulInteger: a dynamically quantized model to refuse)."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    quantization.quantize_dynamic(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"), str(path),
+                                  weight_type=quantization.QuantType.QUInt8)
     return path
 
 

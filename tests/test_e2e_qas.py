@@ -115,11 +115,13 @@ def test_a_trial_that_raises_is_failed_and_the_study_completes(example_copy: Pat
     spec.write_text(SMALL_SPEC.format(evaluation="{evaluator: evals.py:size_or_raise, higher_is_better: false}",
                                       n_trials=3, extra=""))
     out, ran = compile_and_run(spec)
-    assert "sampler trial 1 failed (RuntimeError: evaluator broke on this one)" in ran.stderr
+    assert ("sampler trial 1 failed (EvaluatorError: evaluator evals.py:size_or_raise raised RuntimeError: evaluator "
+            "broke on this one at ") in ran.stderr  # the evaluator's file:line, its traceback: tests/test_evaluators.py
     sampler, grid = studies(out, "small")
     assert not grid.trials
     assert states(sampler) == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
-    assert sampler.trials[1].user_attrs["error"] == "RuntimeError: evaluator broke on this one"
+    assert sampler.trials[1].user_attrs["error"].startswith(
+        "EvaluatorError: evaluator evals.py:size_or_raise raised RuntimeError: evaluator broke on this one at ")
     assert not (out / "quantized_model_sampler_1.onnx").exists()
     best = json.loads((out / "best_config.json").read_text())
     assert best["trials_complete"] == 3 and best["trials_failed"] == 1
@@ -155,8 +157,67 @@ def test_an_evaluator_that_fails_on_the_float_model_stops_before_any_trial(examp
     ran = subprocess.run([sys.executable, str(example_copy / "autosearch_output" / "small_autosearch.py")],
                          capture_output=True, text=True, timeout=600)
     assert ran.returncode == 2
-    assert "qas: error: scoring the float model failed, so no trial could be scored: OSError: no labels file" in ran.stderr
+    assert ("qas: error: scoring the float model failed, so no trial could be scored: EvaluatorError: evaluator "
+            "evals.py:broken raised OSError: no labels file at ") in ran.stderr
     assert not list((example_copy / "autosearch_output").glob("quantized_model*"))
+
+
+BAD_EVALS = r'''import json
+import os
+
+
+def dets(outputs):
+    return outputs["dets"]
+
+
+def badly(path):
+    with open(os.path.join(os.path.dirname(__file__), "seen.jsonl"), "a") as seen:
+        seen.write(json.dumps([__file__, path]) + "\n")
+    if path.endswith("quantized_model_sampler_0.onnx"):
+        return dets({"scores": 1.0})
+    if path.endswith("quantized_model_sampler_1.onnx"):
+        return None
+    if path.endswith("quantized_model_sampler_2.onnx"):
+        return "0.75"
+    return 0.5
+'''
+
+
+def test_an_evaluator_that_raises_or_returns_no_number_fails_its_trial_with_the_reason_and_traceback(
+        example_copy: Path) -> None:
+    """Issue 18.17: the reason and the traceback with the evaluator's file:line in the trial's error and search.log,
+    and resolved paths for the evaluator's module and the models it gets."""
+    user = example_copy / "user"
+    user.mkdir()
+    (user / "evals.py").write_text(BAD_EVALS)
+    spec = example_copy / "spec.yaml"
+    # the output folder is a sibling of user/: the script names the evaluator ../user/evals.py
+    spec.write_text(SMALL_SPEC.format(evaluation="{evaluator: user/evals.py:badly, higher_is_better: true}",
+                                      n_trials=1, extra="").replace("max_failures: 2", "max_failures: 4"))
+    out, ran = compile_and_run(spec)
+    file = (user / "evals.py").resolve()
+    sampler, _ = studies(out, "small")
+    assert states(sampler) == ["FAIL", "FAIL", "FAIL", "COMPLETE"]
+    raised, none, text = (t.user_attrs["error"] for t in sampler.trials[:3])
+
+    first, *trace = raised.splitlines()
+    model = (out / "quantized_model_sampler_0.onnx").resolve()
+    assert first == (f"EvaluatorError: evaluator evals.py:badly raised KeyError: 'dets' at {file}:6 in dets "
+                     f"(scoring {model})")
+    assert trace[0] == "Traceback (most recent call last):" and trace[-1] == "KeyError: 'dets'"
+    assert f'  File "{file}", line 13, in badly' in trace and f'  File "{file}", line 6, in dets' in trace
+    assert none.startswith(f"EvaluatorError: evaluator evals.py:badly ({file}) returned NoneType None for ")
+    assert text.startswith(f"EvaluatorError: evaluator evals.py:badly ({file}) returned str '0.75' for ")
+    assert none.endswith("it must return a real number (an int or a float; not a bool, a string or None)")
+
+    assert f"sampler trial 0 failed ({first}); 1 of 4 failures allowed" in ran.stderr  # one line on the terminal
+    log = (out / "search.log").read_text(encoding="utf-8", errors="replace")
+    assert f"qas: {first.removeprefix('EvaluatorError: ')}\n" + "\n".join(trace) in log
+
+    seen = [json.loads(line) for line in (user / "seen.jsonl").read_text().splitlines()]
+    assert {module for module, _ in seen} == {str(file)}
+    assert all(".." not in path and Path(path).is_absolute() for _, path in seen)
+    assert seen[0][1] == str((example_copy / "models" / "tinycnn.onnx").resolve())  # the float model first
 
 
 def test_keep_models_best_and_keep_float_are_applied(example_copy: Path) -> None:

@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 
 from compiler.starter import spec_name
 
-from .conftest import EXAMPLE_DIR, REPO, model_with_external_data, qas, needs_quark, qdq_model
+from .conftest import EXAMPLE_DIR, REPO, dynamic_model, model_with_external_data, qas, needs_quark, qdq_model
 
 SCHEMA = Draft202012Validator(json.loads((REPO / "schemas" / "spec.schema.json").read_text(encoding="utf-8")))
 
@@ -129,6 +129,24 @@ def test_a_model_quantized_by_onnxruntime_is_refused_and_nothing_written(tmp_pat
     refused = qas("init", "qdq.onnx", cwd=tmp_path)
     assert refused.returncode == 1
     assert refused.stderr.startswith("qdq.onnx: error[QAS702]: the model is already quantized"), refused.stderr
+    assert nothing_written(tmp_path, before)
+
+
+@pytest.mark.parametrize("make, named", [
+    (dynamic_model, "(dynamic quantization, as onnxruntime's quantize_dynamic writes): it has ConvInteger x2, "
+                    "DynamicQuantizeLinear x3, MatMulInteger x1;"),
+    (lambda path: qdq_model(path, "QOperator"), "(QuantizeLinear/DequantizeLinear; QOperator ops): it has "
+                                                "DequantizeLinear x1, QuantizeLinear x1, QLinearConv x2, "),
+])
+def test_a_quantized_model_is_refused_naming_the_ops_found(tmp_path: Path, make, named: str) -> None:
+    make(tmp_path / "quantized.onnx")
+    before = {p.name for p in tmp_path.iterdir()}
+    refused = qas("init", "quantized.onnx", cwd=tmp_path)
+    assert refused.returncode == 1
+    first, hint = refused.stderr.splitlines()[:2]
+    assert first.startswith("quantized.onnx: error[QAS702]: the model is already quantized " + named), first
+    assert first.endswith("; a quantization search starts from the float model")
+    assert hint.startswith("  hint: point `model` at the float model it was made from")
     assert nothing_written(tmp_path, before)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from compiler.pipeline import compile_spec
 
-from .conftest import EXAMPLE_DIR, GOLDEN, target_env, qdq_model
+from .conftest import EXAMPLE_DIR, GOLDEN, dynamic_model, target_env, qdq_model
 
 
 def spec_for(folder: Path, model: str) -> Path:
@@ -29,6 +29,18 @@ def test_a_model_quantized_by_onnxruntime_is_refused(tmp_path: Path) -> None:
     assert [d.code for d in result.diagnostics] == ["QAS702"]
     assert result.diagnostics[0].path == ("model",) and (result.diagnostics[0].line, result.diagnostics[0].col) == (3, 8)
     assert not result.files
+
+
+def test_a_dynamically_quantized_model_is_refused_naming_its_ops_as_qas_init_does(tmp_path: Path) -> None:
+    dynamic_model(tmp_path / "dynamic.onnx")
+    result = compile_spec(spec_for(tmp_path, "dynamic.onnx"))
+    assert [d.code for d in result.diagnostics] == ["QAS702"] and not result.files
+    found = result.diagnostics[0]
+    assert found.path == ("model",) and (found.line, found.col) == (3, 8)
+    assert found.message == ("the model is already quantized (dynamic quantization, as onnxruntime's quantize_dynamic "
+                             "writes): it has ConvInteger x2, DynamicQuantizeLinear x3, MatMulInteger x1; a "
+                             "quantization search starts from the float model")
+    assert found.hint == "point `model` at the float model it was made from (the model quantize_dynamic was given)"
 
 
 def test_a_single_file_over_2_gb_is_refused_without_reading_it(tmp_path: Path) -> None:

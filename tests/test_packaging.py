@@ -8,8 +8,8 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from compiler.requirements import (IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, PLOT_REQUIREMENTS, REQUIREMENTS,
-                                   accelerator_of)
+from compiler.requirements import (BLOCK_REQUIREMENTS, IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, PLOT_REQUIREMENTS,
+                                   REQUIREMENTS, accelerator_of)
 
 from .conftest import REPO
 
@@ -22,7 +22,7 @@ def default_dependencies() -> dict[str, Requirement]:
 
 
 def test_the_default_install_has_every_package_the_environment_pass_checks() -> None:
-    needed = REQUIREMENTS | PLOT_REQUIREMENTS | IMAGE_REQUIREMENTS
+    needed = REQUIREMENTS | PLOT_REQUIREMENTS | IMAGE_REQUIREMENTS | BLOCK_REQUIREMENTS
     have = default_dependencies()
     missing = sorted(name for name in needed if canonicalize_name(name) not in have)
     assert not missing, f"`pip install qas-compiler` would not compile a spec: add {missing} to the dependencies"

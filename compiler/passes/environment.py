@@ -15,8 +15,8 @@ from packaging.version import InvalidVersion, Version
 from ..diagnostics import Diagnostic, diag
 from ..environment import Environment
 from ..model import Spec
-from ..requirements import (IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, ORT_PROVIDERS, PYTHON_RANGE, TORCH_INDEX,
-                            accelerator_of, image_readers, install_command, requirements)
+from ..requirements import (BLOCK_REQUIREMENTS, IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, ORT_PROVIDERS, PYTHON_RANGE,
+                            TORCH_INDEX, accelerator_of, image_readers, install_command, requirements)
 from ..resolved import engine, quark_runs_search
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider")
@@ -41,6 +41,8 @@ def check(spec: Spec, env: Environment) -> Iterator[Diagnostic]:
             at = spec.output.path + ("plots",)
         elif package in IMAGE_REQUIREMENTS:
             at = image_readers(spec)[0].path + ("images",)  # the reader that needs it
+        elif package in BLOCK_REQUIREMENTS:
+            at = spec.keep_float.path + ("blocks",)
         else:
             at = ("search",)
         found = env.packages.get(package)

@@ -1,15 +1,16 @@
 """Sensitivity pass: Spec in; diagnostics out for keep_float.blocks, keep_float.sensitivity and keep_float.search.
 
-QAS326: the engine has no sensitivity analysis (AutoSearchPro); QAS341: a block pattern that is not a regular
-expression; QAS340: a block pattern that matches no node of the model (with the closest names); QAS342: a search
-dimension without a sampler stage to search it; QAS343: a base configuration that is not in the space; QAS344:
-an empty coverage range.
+QAS326: the engine has no sensitivity analysis (AutoSearchPro); QAS341: a block pattern RE2 cannot compile (the
+runtime matches with RE2 too, both through runtime/patterns.py: linear time whatever the pattern); QAS340: a block
+pattern that matches no node of the model (with the closest names); QAS342: a search dimension without a sampler
+stage to search it; QAS343: a base configuration that is not in the space; QAS344: an empty coverage range.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..intake import analysis
 from ..model import Spec
 from ..resolved import engine, merged_space, two_stage
 from ..runtime.contract import DEFAULT_ENGINE, ENGINES
+from ..runtime.patterns import RE2_DISTRIBUTION, PatternEngineMissing, PatternError, block_pattern
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
@@ -45,19 +47,31 @@ def _blocks(spec: Spec) -> Iterator[Diagnostic]:
         for i, pattern in enumerate(patterns):
             at = spec.keep_float.path + ("blocks", block, i)
             try:
-                compiled = re.compile(pattern)
-            except re.error as error:
-                yield diag("QAS341", f"block {block!r}: {pattern!r} is not a regular expression ({error})", at,
-                           hint="patterns are Python regular expressions matched with re.search; escape . [ ( with \\")
+                compiled = block_pattern(pattern)
+            except PatternEngineMissing as error:
+                yield diag("QAS601", f"{RE2_DISTRIBUTION} is not installed in {sys.executable}; qas matches "
+                                     "keep_float.blocks with it", at, hint=str(error))
+                return
+            except PatternError as error:
+                yield diag("QAS341", f"block {block!r}: {_short(pattern)} is not a pattern RE2 can match in linear "
+                                     f"time: {_short(str(error), 200, quote=False)}", at,
+                           hint="patterns are RE2 regular expressions (Python's re syntax without backreferences or "
+                                "lookaround, counts up to 1000) matched with search; escape . [ ( with \\")
                 continue
             if not any(compiled.search(name) for name in names):
-                yield diag("QAS340", f"block {block!r}: pattern {pattern!r} matches no node of the model", at,
+                yield diag("QAS340", f"block {block!r}: pattern {_short(pattern)} matches no node of the model", at,
                            hint=_closest(pattern, names))
+
+
+def _short(text: str, limit: int = 80, quote: bool = True) -> str:
+    """A pattern (or RE2's reason, which repeats it) for a message: repr'd, cut to `limit` characters."""
+    shown = repr(text) if quote else text
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 
 def _closest(pattern: str, names: list[str]) -> str:
     """The node names nearest a pattern (its regex punctuation dropped), as a hint."""
-    plain = re.sub(r"[\\^$.*+?()\[\]{}|]", "", pattern)
+    plain = re.sub(r"[\\^$.*+?()\[\]{}|]", "", pattern)[:200]  # difflib is quadratic in the lengths
     close = difflib.get_close_matches(plain, names, n=3, cutoff=0.3) or names[:3]
     return "the closest node names: " + ", ".join(repr(n) for n in close) + " (all are in model_analysis.json)"
 

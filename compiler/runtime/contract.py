@@ -60,7 +60,7 @@ ATTR_MODEL = "model"  # the quantized model's file name in the output folder
 ATTR_GRID_INDEX = "grid_index"  # grid trials: the index into the grid configurations
 ATTR_REUSED_FROM = "reused_from"  # a repeated configuration: the trial that was really quantized
 ATTR_INTERRUPTED = "interrupted"  # a FAIL trial that was stopped, not failed (not a failure)
-ATTR_ERROR = "error"  # a FAIL trial: "<ExceptionType>: <message>"
+ATTR_ERROR = "error"  # a FAIL trial: "<ExceptionType>: <message>" (an evaluator's: its traceback on the lines after)
 ATTR_SLOT = "slot"  # an enqueued (WAITING) trial of the budget: STAGE_GRID | STAGE_SAMPLER
 ATTR_WORKER = "worker"  # who ran the trial: "<index>@<host>:<pid>"
 ATTR_ARTIFACT = "artifact"  # with storage.artifacts: the trial's model in Optuna's artifact store
@@ -89,7 +89,7 @@ SAMPLER_CLASSES = {
     "QMC": "QMCSampler",
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
-IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL"}  # distributions whose module is named otherwise
+IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL", "google-re2": "re2"}  # distributions whose module is named otherwise
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
 DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back

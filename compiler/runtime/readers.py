@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -110,13 +111,21 @@ class ImageFolderReader(SampleList):
 
 
 def load_user_object(file: Path, name: str) -> Any:
-    """Import a user's file by path (its folder goes on sys.path for its own imports) and get `name`."""
+    """Import a user's file by its resolved path (its folder goes on sys.path for its own imports) and get `name`.
+
+    The path is resolved first, so the module's __file__ and its tracebacks name the file itself, never
+    `<out>/../evals.py`; an error while importing it stops the script with that error and its traceback."""
+    file = Path(file).resolve()
     sys.path.insert(0, str(file.parent))
     module_spec = importlib.util.spec_from_file_location(f"qas_user_{file.stem}", file)
     if module_spec is None or module_spec.loader is None:
         fail(f"cannot import {file}")
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001 - the user's module: its error, with its traceback, is the message
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next)).rstrip("\n")
+        fail(f"importing {file} failed: {type(error).__name__}: {error}\n{trace}")
     if not hasattr(module, name):
         fail(f"{file} defines no {name!r}")
     return getattr(module, name)

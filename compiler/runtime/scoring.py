@@ -3,29 +3,97 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
+import sys
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
 from . import contract
-from .workers import CPUS_ENV
 from .readers import load_user_object
+from .stopping import TrialTimeout
+from .workers import CPUS_ENV
+
+SHOWN_CHARS = 120  # of a wrong return value's repr, in the message
+TRACEBACK_CHARS = 8000  # of an evaluator's traceback, in the trial's error (its end: the innermost frames)
+
+
+class EvaluatorError(Exception):
+    """The user's evaluator raised, or returned no real number: str() is one line naming the evaluator and what went
+    wrong, `details` the evaluator's traceback ("" for a wrong return). Both are args, so it pickles whole."""
+
+    def __init__(self, summary: str, details: str = "") -> None:
+        super().__init__(summary, details)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    @property
+    def details(self) -> str:
+        """The traceback, each line after a newline (appended to the one-line summary where it is recorded)."""
+        return self.args[1]
 
 
 def make_evaluator(evaluator: dict[str, Any] | None, here: Path) -> Callable[[str], float] | None:
-    """The user's evaluator, oriented so that the minimized `baseline - score` is right for either direction (F6)."""
+    """The user's evaluator, oriented so that the minimized `baseline - score` is right for either direction (F6).
+
+    It is called with the model's resolved path; what it raises comes back as EvaluatorError with its traceback
+    (also written to stderr: search.log once output is routed), and what it returns must be a finite real number."""
     if evaluator is None:
         return None
-    user_function = load_user_object(here / evaluator["file"], evaluator["function"])
+    file = (here / evaluator["file"]).resolve()
+    user_function = load_user_object(file, evaluator["function"])
+    name = f"{file.name}:{evaluator['function']}"  # as the spec names it; the messages add the resolved path
     sign = 1.0 if evaluator["higher_is_better"] else -1.0
 
     def oriented_score(model_path: str) -> float:
-        score = float(user_function(model_path))
-        if not math.isfinite(score):
-            raise ValueError(f"evaluator returned {score} for {model_path}")
-        return sign * score
+        model = str(Path(model_path).resolve())
+        try:
+            returned = user_function(model)
+        except TrialTimeout:  # search.trial_timeout, landed in the evaluator: the trial's, not the evaluator's
+            raise
+        except Exception as error:  # noqa: BLE001 - any error of the user's code is reported as the evaluator's
+            raise raised_error(name, file, model, error) from error
+        return sign * real_number(f"{name} ({file})", model, returned)
 
     return oriented_score
+
+
+def raised_error(name: str, file: Path, model: str, error: BaseException) -> EvaluatorError:
+    """What the evaluator raised in; an EvaluatorError whose summary says where (file:line) and whose details hold the
+    traceback from the evaluator's own frame on, written to stderr as well."""
+    frames = traceback.extract_tb(error.__traceback__)[1:]  # [0] is oriented_score's call
+    own = [f for f in frames if f.filename == str(file)] or frames  # the deepest line of the evaluator's file
+    where = f" at {own[-1].filename}:{own[-1].lineno} in {own[-1].name}" if own else ""
+    summary = f"evaluator {name} raised {type(error).__name__}: {error}{where} (scoring {model})"
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next)).rstrip("\n")
+    if len(trace) > TRACEBACK_CHARS:
+        trace = "... (traceback cut to its end)\n" + trace[-TRACEBACK_CHARS:]
+    print(f"qas: {summary}\n{trace}", file=sys.stderr, flush=True)
+    return EvaluatorError(summary, "\n" + trace)
+
+
+def real_number(name: str, model: str, returned: Any) -> float:
+    """What the evaluator returned in; it as a finite float out (a numpy or torch scalar counts), else EvaluatorError
+    naming its type and repr: bool, str, None, NaN and infinities are refused, never converted."""
+    value = returned
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):  # numpy / torch 0-d scalar
+        value = value.item()
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+        if math.isfinite(number):
+            return number
+        problem = "it must be a finite number"
+    else:
+        problem = "it must return a real number (an int or a float; not a bool, a string or None)"
+    try:
+        shown = repr(returned)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the message
+        shown = "<no repr>"
+    if len(shown) > SHOWN_CHARS:
+        shown = shown[:SHOWN_CHARS - 3] + "..."
+    raise EvaluatorError(f"evaluator {name} returned {type(returned).__name__} {shown} for {model}: {problem}")
 
 
 class Scorer:

@@ -216,7 +216,7 @@ class Search:
             if stopping.requested():  # the stop signal, turned into another error by the library it landed in
                 self.interrupted(study, trial, stage, model)
                 raise KeyboardInterrupt from error
-            trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}")
+            trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}{getattr(error, 'details', '')}")
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             model.unlink(missing_ok=True)
             warn(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +20,7 @@ from . import contract
 from .console import say
 from .files import write_json
 from .lock import FileLock
+from .patterns import block_pattern
 
 SENSITIVITY_FILE = contract.SENSITIVITY_FILE
 FORMAT = 1
@@ -59,8 +59,8 @@ def base_config(space: dict[str, Any]) -> dict[str, Any]:
 def group_nodes(names: list[str], blocks: dict[str, list[str]]) -> dict[str, list[str]]:
     """Node names (graph order) and blocks {name: [regex]} in; {group: [nodes]} out, in order of first node.
 
-    A node joins the first block with a pattern that matches it (re.search); an unmatched node is its own group."""
-    compiled = [(block, [re.compile(p) for p in patterns]) for block, patterns in blocks.items()]
+    A node joins the first block with a pattern that matches it (RE2 search); an unmatched node is its own group."""
+    compiled = [(block, [block_pattern(p) for p in patterns]) for block, patterns in blocks.items()]
     groups: dict[str, list[str]] = {}
     for name in names:
         block = next((b for b, patterns in compiled if any(p.search(name) for p in patterns)), name)
