@@ -180,3 +180,28 @@ def test_compile_messages_never_repeat_a_secret(tmp_path: Path) -> None:
             ran = qas("compile", str(spec), "--format", fmt, "--target-env", str(GOLDEN / "target_env.json"))
             assert ran.returncode == 1, (name, ran.stdout, ran.stderr)
             assert "s3cretWord" not in ran.stdout + ran.stderr, (name, ran.stdout + ran.stderr)
+
+
+def test_an_unexpected_error_that_quotes_the_url_shows_no_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The script's last resort (a bug or a database error mid-search): message and traceback, without the password."""
+    import types
+
+    from compiler.runtime import launch
+
+    from .conftest import fake_settings
+
+    url = "postgresql+psycopg://optuna:s3cretWord@db.example.com/studies"
+    monkeypatch.setenv(ENV, url)
+    settings = fake_settings(tmp_path, study_db="fake_study", storage={"kind": "url", "env": ENV, "artifacts": None})
+
+    def main(_settings, _role):
+        raise RuntimeError(f"lost {url} (password s3cretWord)")
+
+    for check in ("check_packages", "check_device", "check_model"):
+        monkeypatch.setattr(launch, check, lambda *_args: None)
+    monkeypatch.setattr(launch.importlib, "import_module", lambda *_args: types.SimpleNamespace(main=main))
+    assert launch.main(settings, ["--verbose"]) == launch.contract.EXIT_FAILED
+    shown = "".join(capsys.readouterr())
+    assert "unexpected RuntimeError" in shown and "Traceback" in shown
+    assert "s3cretWord" not in shown
