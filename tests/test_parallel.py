@@ -372,3 +372,12 @@ def test_an_output_folder_outside_the_pods_mount_is_refused(tmp_path: Path, out:
     slurm_only = spec.read_text(encoding="utf-8").replace("kubernetes: {image: 'qas:1'}", "slurm: {partition: gpu}")
     spec.write_text(slurm_only, encoding="utf-8")
     assert compile_spec(spec, target_env(GOLDEN)).ok  # a SLURM job runs where the output folder is
+
+
+@pytest.mark.parametrize("text", ["host=gpu1 port=8080", "https://registry.example.com:5000/pkg@1.0", "data/user=bob",
+                                  "git+ssh://git@github.com/org/repo@v1", "models/tinycnn.onnx", "evals.py:top1",
+                                  "^conv[0-9]+$", "https://example.com/data?format=npz"])
+def test_strings_that_hold_no_secret_are_not_taken_for_one(text: str) -> None:
+    from compiler.secret_text import secret_kind
+
+    assert secret_kind(text) is None
