@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +32,8 @@ _draft_maximum = Draft202012Validator.VALIDATORS["maximum"]
 def _maximum(validator: Any, maximum: Any, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
     """JSON Schema's maximum, also for a duration written as a string ("99999999999h"): one bound for every form."""
     if isinstance(instance, str):
+        if not re.search(schema.get("pattern", ""), instance):
+            return  # badly formed: the pattern's error says so, once
         value = seconds(instance)
         if value is not None and value > maximum:
             yield ValidationError(f"{instance!r} is more than {maximum} seconds")
