@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..runtime.redact import scrubbed
 from ..runtime.study_file import study_file_problem
 from .manifest import first_line
 
@@ -34,7 +35,10 @@ def load_studies(db: Path, name: str, grid_name: str, url_env: str | None = None
         # list choices (Quark's PercentileCandidates) load with a warning about persistent storage; the
         # importances note says what matters about them
         warnings.filterwarnings("ignore", "Choices for a categorical distribution", UserWarning)
-        return _load(db, name, grid_name, url_env)
+        loaded = _load(db, name, grid_name, url_env)
+    if isinstance(loaded, str) and url_env is not None:  # a driver's message may quote a piece of a malformed URL
+        return scrubbed(loaded, os.environ.get(url_env, ""))
+    return loaded
 
 
 def _reader(db: Path, url_env: str | None) -> Any:

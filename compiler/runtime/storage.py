@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 from . import contract
 from .checks import fail
+from .redact import scrubbed, shown_url
 
 SCHEMA_LOCK_KEY = 0x716173  # "qas": the advisory lock around Optuna's table creation
 CONNECT_TIMEOUT_SECONDS = 10  # a host that drops packets is a lost storage after this, not a hang
@@ -34,7 +35,7 @@ def storage_url(env: str) -> str:
              f"postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE (from a secret, not the spec)")
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme not in POSTGRES_SCHEMES:
-        fail(f"${env} is not a PostgreSQL URL (it starts {scheme or url[:12]!r}); qas shares studies on "
+        fail(f"${env} is not a PostgreSQL URL (it holds {shown_url(url)}); qas shares studies on "
              "PostgreSQL: postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE")
     if scheme == "postgresql":  # SQLAlchemy's default driver is psycopg2; the one qas installs is psycopg 3
         url = "postgresql+psycopg" + url[len("postgresql"):]
@@ -42,10 +43,8 @@ def storage_url(env: str) -> str:
 
 
 def shown(url: str) -> str:
-    """A URL as it may be printed: the password replaced by ***."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
+    """A URL as it may be printed: the password replaced by *** (redact.shown_url)."""
+    return shown_url(url)
 
 
 def open_storage(kind: str, study_path: Path, env: str | None = None,
@@ -75,7 +74,7 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
                     engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_SECONDS}})
         except Exception as error:  # noqa: BLE001 - a wrong host, password or database: say which, no traceback
             fail(f"cannot open the study storage {shown(url)} (from ${env}): {type(error).__name__}: "
-                 f"{str(error).splitlines()[0] if str(error) else ''}")
+                 f"{scrubbed(str(error).splitlines()[0] if str(error) else '', url)}")
     raise ValueError(f"unknown storage kind {kind!r}")
 
 
