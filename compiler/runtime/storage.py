@@ -74,9 +74,35 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
                     grace_period=int(max(2, round(grace or contract.DEFAULT_GRACE_SECONDS))),
                     engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_SECONDS}})
         except Exception as error:  # noqa: BLE001 - a wrong host, password or database: say which, no traceback
-            fail(f"cannot open the study storage {shown(url)} (from ${env}): {type(error).__name__}: "
-                 f"{str(error).splitlines()[0] if str(error) else ''}")
+            fail(open_failure(url, env or "", error))
     raise ValueError(f"unknown storage kind {kind!r}")
+
+
+def open_failure(url: str, env: str, error: BaseException) -> str:
+    """The database URL, its variable and the error opening it in; what is wrong, for the script and `qas status`
+    and `qas report` alike (the password masked; PostgreSQL's own messages never hold it)."""
+    return f"cannot open the study storage {shown(url)} (from ${env}): {storage_error_text(error)}"
+
+
+def storage_error_text(error: BaseException) -> str:
+    """An error from opening or reading a database in; what went wrong, in words, out. Optuna wraps SQLAlchemy's
+    errors in StorageInternalError ("an exception is raised during the commit ..."), so the cause is read."""
+    cause: BaseException | None = error
+    while cause is not None and type(cause).__name__ == "StorageInternalError":
+        cause = cause.__cause__ or cause.__context__
+    cause = cause or error
+    text = str(getattr(cause, "orig", None) or cause).strip()
+    line = text.splitlines()[0] if text else type(cause).__name__
+    detail = line.split("FATAL:", 1)[1].strip() if "FATAL:" in line else line
+    if "password authentication failed" in detail:
+        return f"the password (or user) is wrong: {detail}; set the right one in the URL"
+    if "database" in detail and "does not exist" in detail:
+        return f"{detail} on that server; create it (createdb) or correct the database name in the URL"
+    if "role" in detail and "does not exist" in detail:
+        return f"{detail} on that server; correct the user in the URL"
+    if "Connection refused" in detail or "timeout expired" in detail or "could not translate host name" in detail:
+        return f"no PostgreSQL server answers there ({detail}); check the host and port, and that the server runs"
+    return f"{type(cause).__name__}: {detail}"
 
 
 @contextlib.contextmanager
@@ -117,6 +143,41 @@ def describe(settings: Any) -> str:
     if settings.storage_kind == "url":
         return f"the database in ${settings.storage['env']}"
     return settings.study_db
+
+
+QAS_TRIAL_ATTRS = (contract.ATTR_STAGE, contract.ATTR_SLOT, contract.ATTR_WORKER)  # any of them: a qas trial
+
+
+def foreign_study_problem(name: str, where: str, study_attrs: dict[str, Any], trials: list[Any]) -> str | None:
+    """A study's name, where it is, its user attributes and trials in; why it is not a qas study (another program
+    made it under this name), or None. qas marks each study it creates (QAS_STUDY_ATTR) and each trial it runs or
+    queues (QAS_TRIAL_ATTRS); an empty unmarked study may be one another worker is creating now, so it passes."""
+    if contract.QAS_STUDY_ATTR in study_attrs or not trials:
+        return None
+    if any(key in t.user_attrs for t in trials for key in QAS_TRIAL_ATTRS):
+        return None  # written by a qas from before the study mark
+    return (f"study {name!r} in {where} is not a qas study: none of its {len(trials)} trial(s) carries qas's "
+            f"attributes ({', '.join(QAS_TRIAL_ATTRS)}), so another program wrote it under this name; qas leaves it "
+            "as it is: delete or rename that study (optuna delete-study, optuna.copy_study), or keep this search's "
+            "study elsewhere (another database in storage.url_env, or another output.study_name)")
+
+
+def refuse_foreign_studies(storage: Any, names: list[str], existing: set[str], where: str) -> None:
+    """Stop before the search touches a study of its name that another program made."""
+    for name in names:
+        if name in existing:
+            study_id = storage.get_study_id_from_name(name)
+            problem = foreign_study_problem(name, where, storage.get_study_user_attrs(study_id),
+                                            storage.get_all_trials(study_id, deepcopy=False))
+            if problem is not None:
+                fail(problem)
+
+
+def mark_studies(studies: dict[str, Any]) -> None:
+    """Mark the search's studies as qas's ({role: study} in), once: what foreign_study_problem looks for."""
+    for role, study in studies.items():
+        if contract.QAS_STUDY_ATTR not in study.user_attrs:
+            study.set_user_attr(contract.QAS_STUDY_ATTR, role)
 
 
 POLL_SECONDS = 1.0  # how often a worker waiting on other workers' trials looks again
