@@ -100,6 +100,8 @@ def storage_error_text(error: BaseException) -> str:
         return f"{detail} on that server; create it (createdb) or correct the database name in the URL"
     if "role" in detail and "does not exist" in detail:
         return f"{detail} on that server; correct the user in the URL"
+    if "permission denied" in detail:
+        return f"{detail}; the user needs the right to create and write Optuna's tables (a database it owns)"
     if "Connection refused" in detail or "timeout expired" in detail or "could not translate host name" in detail:
         return f"no PostgreSQL server answers there ({detail}); check the host and port, and that the server runs"
     return f"{type(cause).__name__}: {detail}"
