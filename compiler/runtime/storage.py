@@ -61,7 +61,7 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
         # An fcntl lock for the journal's appends: Optuna's own lock files outlive a SIGKILLed writer and block
         # every other worker for their 30 s grace period; the OS releases an fcntl lock at once.
         lock = FileLock(study_path.with_name(study_path.name + ".writelock"))
-        return optuna.storages.JournalStorage(JournalFileBackend(str(study_path), lock_obj=lock))
+        return optuna.storages.JournalStorage(guarded_journal(JournalFileBackend)(str(study_path), lock_obj=lock))
     if kind == "sqlite":
         return optuna.storages.RDBStorage(f"sqlite:///{study_path}")
     if kind == "url":
@@ -105,6 +105,80 @@ def storage_error_text(error: BaseException) -> str:
     if "Connection refused" in detail or "timeout expired" in detail or "could not translate host name" in detail:
         return f"no PostgreSQL server answers there ({detail}); check the host and port, and that the server runs"
     return f"{type(cause).__name__}: {detail}"
+
+
+def guarded_journal(backend: type) -> type:
+    """Optuna's JournalFileBackend class in; a subclass out that stops the search cleanly, naming the file and what to
+    do, when the journal is deleted, replaced, truncated or made unwritable under it while it runs. Optuna's own
+    would raise FileNotFoundError, PermissionError or JSONDecodeError mid-trial, silently recreate a deleted file on
+    its next append, or (truncated to fewer records than it had read) see no change again and wait forever."""
+
+    class GuardedJournalFileBackend(backend):  # type: ignore[misc, valid-type]
+        def __init__(self, file_path: str, lock_obj: Any = None) -> None:
+            super().__init__(file_path, lock_obj=lock_obj)
+            found = os.stat(file_path)
+            self._identity = (found.st_dev, found.st_ino)
+
+        def read_logs(self, log_number_from: int) -> Iterator[dict[str, Any]]:
+            self._check()
+            try:
+                yield from super().read_logs(log_number_from)
+            except (OSError, ValueError) as error:  # ValueError: JSONDecodeError, Optuna's "Invalid log format"
+                self._check()
+                journal_lost(self._file_path, f"cannot be read ({type(error).__name__}: {error})", KEEP_JOURNAL)
+
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            self._check()
+            try:
+                super().append_logs(logs)
+            except OSError as error:
+                self._check()
+                journal_lost(self._file_path, f"cannot be written ({type(error).__name__}: "
+                                              f"{error.strerror or error})",
+                             f"make it writable again (chmod u+w {self._file_path}; chattr -i if it was made "
+                             "immutable), then re-run to resume: the trials it holds are safe")
+
+        def _check(self) -> None:
+            """Stop unless the file is the one opened, and holds at least what was read of it."""
+            path = self._file_path
+            try:
+                found = os.stat(path)
+            except FileNotFoundError:
+                journal_lost(path, "was deleted while the search ran", RESTORE_JOURNAL)
+            except OSError as error:
+                journal_lost(path, f"cannot be read ({error.strerror or error})", KEEP_JOURNAL)
+            if (found.st_dev, found.st_ino) != self._identity:
+                journal_lost(path, "was replaced by another file while the search ran", RESTORE_JOURNAL)
+            read = max(getattr(self, "_log_number_offset", {0: 0}).values())
+            if found.st_size < read or (read and _byte_before(path, read) != b"\n"):
+                journal_lost(path, f"was truncated or rewritten while the search ran (it holds {found.st_size} "
+                                   f"bytes; this worker had read {read})", RESTORE_JOURNAL)
+
+    return GuardedJournalFileBackend
+
+
+RESTORE_JOURNAL = ("restore it from a copy and re-run to resume, or move it away and re-run to start the search over; "
+                   "the other workers stop too")
+KEEP_JOURNAL = "qas leaves it as it is: restore it from a copy, or move it away to start the search over"
+
+
+def _byte_before(path: str, offset: int) -> bytes:
+    """The byte at offset - 1 of a file: a newline where a record this worker read ended, unless it was rewritten."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset - 1)
+            return handle.read(1)
+    except OSError:  # gone since the stat: the next look says so
+        return b"\n"
+
+
+def journal_lost(path: str, what: str, todo: str) -> None:
+    """Stop the search (EXIT_FAILED) on a journal that changed under it: its path, what happened and what to do."""
+    from .checks import SearchError
+    from .console import warn
+
+    warn(f"qas: error: the study file {path} {what}; {todo}")
+    raise SearchError(contract.EXIT_FAILED)
 
 
 @contextlib.contextmanager
