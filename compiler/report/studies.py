@@ -82,10 +82,10 @@ def _load(db: Path, name: str, grid_name: str, url_env: str | None,
             held = ", ".join(repr(n) for n in names) or "no studies"
             return f"no study {name!r} in {db} (it holds {held})"
         studies = [optuna.load_study(study_name=n, storage=storage) for n in (name, grid_name) if n in names]
+        loaded = [(study, study.get_trials(deepcopy=False)) for study in studies]
         if engine in ENGINES and not ENGINES[engine].quark_loop:  # Quark's own loop writes trials qas does not mark
-            for study in studies:
-                problem = foreign_study_problem(study.study_name, str(db), study.user_attrs,
-                                                study.get_trials(deepcopy=False))
+            for study, trials in loaded:
+                problem = foreign_study_problem(study.study_name, str(db), study.user_attrs, trials)
                 if problem is not None:
                     return problem
         for study in studies:  # several objectives: accuracy first (search.objectives), the rest latency and size
@@ -93,7 +93,7 @@ def _load(db: Path, name: str, grid_name: str, url_env: str | None,
                 return f"study {study.study_name!r} in {db} has {len(study.directions)} objectives; qas uses 1 to 3"
         if len(studies) == 2 and studies[0].directions != studies[1].directions:
             return f"studies {name!r} and {grid_name!r} in {db} optimize in opposite directions"
-        return [(study, study.get_trials(deepcopy=False)) for study in studies]
+        return loaded
     except OperationalError as exc:  # the database server did not answer
         if url_env is not None:
             return open_failure(storage_url(url_env), url_env, exc)  # as the script says it
