@@ -43,6 +43,8 @@ def test_a_finished_stopped_or_abandoned_search_says_which() -> None:
     for reason in ("tolerance", "timeout"):  # a stop rule is not the budget
         stopped = report(budget_reached=True, stopped={"reason": reason}, trials=idle, all_trials=[])
         assert f"(stopped: {reason})" in status_text(stopped) and "budget reached" not in status_text(stopped)
+    in_flight = report(budget_reached=True, stopped={"reason": "tolerance"})  # its running trial finishes
+    assert "(stopped: tolerance; trials in flight finishing)" in status_text(in_flight)
     # queued slots but no process: an interrupted search, not one going on
     abandoned = report(trials=idle, best=None, workers={}, all_trials=[])
     text = status_text(abandoned)

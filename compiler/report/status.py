@@ -19,10 +19,10 @@ def search_state(r: dict[str, Any]) -> str:
     Going on: a live process holds the search's lock here, or a RUNNING trial's worker lives (or cannot be told
     dead). Queued slots alone say nothing: an interrupted search leaves its slots queued."""
     stopped = r.get("stopped")
-    if stopped:
-        return f"stopped: {stopped.get('reason', '?')}"
-    if r.get("launcher") or any(t["state"] == "RUNNING" and t.get("alive", True) is not False
-                                for t in r["all_trials"]):
+    live = any(t["state"] == "RUNNING" and t.get("alive", True) is not False for t in r["all_trials"])
+    if stopped:  # a stop rule lets the trials in flight finish
+        return f"stopped: {stopped.get('reason', '?')}" + ("; trials in flight finishing" if live else "")
+    if r.get("launcher") or live:
         return "budget reached, finishing" if r["budget_reached"] else "going on"
     return "budget reached" if r["budget_reached"] else "not running"
 
