@@ -26,6 +26,7 @@ from .pipeline import Result, compile_spec
 from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
 from .report import build_report, report_text, write_report_files
+from .report.status import JSON_KEYS as STATUS_KEYS
 from .report.status import status_text
 from .runner import manifest_target, record, run_search
 from .runtime.lock import holder as lock_holder
@@ -501,8 +502,7 @@ def status_command(
     if isinstance(report, str):
         _fail(report, fmt)
     if fmt is Format.json:
-        keys = ("name", "budget", "trials", "budget_reached", "best", "workers", "all_trials")
-        sys.stdout.write(json.dumps({"ok": True, **{k: report[k] for k in keys}}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"ok": True, **{k: report[k] for k in STATUS_KEYS}}, indent=2) + "\n")
         return
     sys.stdout.write(status_text(report))
 

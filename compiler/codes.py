@@ -131,6 +131,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS801", E, "generated script was edited by hand"),
     Code("QAS802", E, "output file was not written by qas"),
     Code("QAS803", E, "output file cannot be written"),
+    Code("QAS804", E, "output folder belongs to another spec"),
 )
 
 

@@ -31,8 +31,10 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
     stopped = r.get("stopped")
     trials += (f" (stopped: {stopped['reason']})" if stopped else " (budget reached)" if r["budget_reached"]
                else " (budget NOT reached)")
-    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "waiting", "pruned") if t.get(k)]
-    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials recorded"
+    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "pruned") if t.get(k)]
+    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials run"  # queued slots are not trials
+    if t.get("waiting"):
+        trials += f", {t['waiting']} slot(s) queued, not yet run"
     if t["reused"]:
         trials += f"; {t['reused']} reused an earlier score"
     facts = [
@@ -59,8 +61,8 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         facts.append(("winner", _file(best["model"], best["model_bytes"], gb)))
         if best["best_model"] is not None:
             facts.append(("best_model", _file(best["best_model"], best["best_model_bytes"], gb)))
-        facts.append(("best_config", "agrees with the study" if r["best_config_agrees"]
-                      else "does NOT agree with the study (see notes)"))
+        facts.append(("best_config", BEST_CONFIG_STATES[r.get("best_config") or
+                                                        ("agrees" if r["best_config_agrees"] else "disagrees")]))
         if best["config"] is not None:
             config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
     else:
@@ -89,6 +91,12 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+BEST_CONFIG_STATES = {  # report["best_config"] in words
+    "agrees": "agrees with the study",
+    "disagrees": "does NOT agree with the study (see notes)",
+    "absent": "not written yet (the search writes it when it ends; re-run to resume an interrupted one)",
+    "unreadable": "unreadable (see notes)",
+}
 MAXIMIZED = {"cos", "psnr", "ssim"}  # Quark's built-in metrics that grow as the outputs get closer
 
 
