@@ -257,3 +257,39 @@ def test_a_coverage_search_draws_a_fraction_in_its_range(tmp_path: Path) -> None
     search.run([])
     values: list[Any] = [c["keep_float"]["coverage"] for c in fake.quantized]
     assert values and all(0.2 <= v <= 0.6 for v in values)
+
+
+def test_if_and_loop_bodies_are_said_to_be_unranked_and_scores_within_noise_are_marked_in_the_lines() -> None:
+    from compiler.runtime.sensitivity_graph import unranked_bodies
+
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="inner")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 4])])
+    model = _model([helper.make_node("ReduceSum", ["x"], ["c0"], name="total", keepdims=0),
+                    helper.make_node("Greater", ["c0", "zero"], ["c"], name="positive"),
+                    helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then, else_branch=then)],
+                   [_init("zero", 0.0)], {"x": [2, 4]}, {"y": [2, 4]})
+    assert unranked_bodies(model) == ["branch"]
+    groups = rank(exact({"conv": 0.5}, 5) | {"relu": {"nodes": ["relu"], "drops": [0.3, -0.3, 0.2, -0.2, 0.0]}}, {}, "sum")
+    data = {"method": "L2", "samples": 5, "baseline_error": 1.0, "groups": groups, "not_ranked": ["branch"],
+            "skipped": {}, "cost": {"quantize_s": 1, "inferences": 10, "candidates": 2, "infer_s": 1}}
+    data["resolved"] = resolved(groups)
+    data["notes"] = sensitivity.notes(data)
+    lines = sensitivity.ranking_lines(data, 5)
+    assert "100.0%" in next(line for line in lines if " conv " in line)
+    assert "within noise" in next(line for line in lines if " relu " in line)
+    assert any(line.startswith("note: not ranked: the bodies of branch (If/Loop/Scan") for line in lines)
+    assert any(line.startswith("note: only 5 samples") for line in lines)
+
+
+def test_the_sensitivity_modules_import_only_the_standard_library() -> None:
+    import subprocess
+    import sys
+
+    from compiler.resources import runtime_files
+
+    modules = [p.stem for p in runtime_files() if p.stem.startswith("sensitivity")]
+    assert len(modules) == 7  # the stage, graph, measure, rank, cache, charts, search
+    code = (f"import sys; import {', '.join('compiler.runtime.' + m for m in modules)};"
+            "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch') if m in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
