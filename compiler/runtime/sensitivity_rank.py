@@ -3,9 +3,9 @@ the prefix of that ranking a trial keeps in float, out.
 
 A candidate's score is the trimmed mean of its per-sample drops (baseline error minus the error with it in float;
 a fifth of the samples cut at each end), so one borderline sample cannot carry it. Its noise is read from a seeded
-bootstrap over the samples: twice the spread of the resampled score (about a 95 % interval). A group whose score is
-not above its noise is marked `above_noise: false`, ranked after the others and never counted by a coverage
-choice. Standard library at import time (numpy inside the functions).
+bootstrap over the samples: how far the score falls in the worst 5 % of resamples. A group whose score does not stay
+above zero there (score <= noise) is marked `above_noise: false`, ranked after the others and never counted by a
+coverage choice. Standard library at import time (numpy inside the functions).
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def rank(candidates: dict[str, dict[str, Any]], blocks: dict[str, list[str]], ag
         rows = [index[m] for m in members]
         score = float(_combine(aggregate, scores[rows]))
         spread = _combine(aggregate, replicas[rows].T)  # BOOTSTRAP group scores
-        noise = float(2 * spread.std())
+        low = float(np.percentile(spread, 5))  # the score in the worst 5 % of resamples
         groups.append({"name": group, "candidates": members, "nodes": [n for m in members for n in candidates[m]["nodes"]],
-                       "score": score, "noise": noise, "above_noise": score > noise, "_spread": spread})
+                       "score": score, "noise": max(score - low, 0.0), "above_noise": low > 0, "_spread": spread})
     groups.sort(key=lambda g: (not g["above_noise"], -g["score"], g["name"]))
     for here, after in zip(groups, [*groups[1:], None], strict=True):
         here["separated"] = after is None or bool(np.mean(here["_spread"] > after["_spread"]) >= 0.95)
