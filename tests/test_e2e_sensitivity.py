@@ -128,7 +128,8 @@ def test_the_ranking_covers_every_weight_layer_under_the_float_models_names(tmp_
 
 def test_keeping_ranked_conv_groups_in_float_leaves_those_convs_unquantized_in_the_trials_model(tmp_path: Path) -> None:
     zm, spec = sensitivity_spec(tmp_path, "resnet_bn", "A8W8_SEARCH", "  search: {top_k: [20]}\n")
-    out, _ = compile_and_run(spec)
+    out, ran = compile_and_run(spec)
+    assert "keep_float: Quark quantized" not in ran.stdout + ran.stderr  # the runtime's own check agrees
     best = json.loads((out / "best_config.json").read_text())
     kept = best["keep_float"]["nodes"]
     assert {"stem_conv", "b2_conv2", "fc"} <= set(kept)  # every group kept: the weight layers among them

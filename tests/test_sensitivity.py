@@ -293,3 +293,17 @@ def test_the_sensitivity_modules_import_only_the_standard_library() -> None:
             "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch') if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
+
+
+def test_the_weight_nodes_a_quantized_model_still_quantizes_are_found_by_tensors(capsys: pytest.CaptureFixture[str],
+                                                                                 tmp_path: Path) -> None:
+    from compiler.runtime.sensitivity_graph import quantized_weight_nodes, warn_if_quantized
+
+    float_model, quantized = two_output_models()
+    assert quantized_weight_nodes(float_model, quantized) == {"fc", "mm"}  # mm: the Gemm Quark made of mm + mm_add
+    by_name = {c.name: c for c in candidates(float_model, quantized)}
+    assert quantized_weight_nodes(float_model, bypass(quantized, float_model, [by_name["mm"]])) == {"fc"}
+    onnx.save(float_model, str(tmp_path / "float.onnx"))
+    onnx.save(quantized, str(tmp_path / "trial.onnx"))
+    warn_if_quantized(tmp_path / "float.onnx", tmp_path / "trial.onnx", ["mm", "mm_add", "relu"])
+    assert "keep_float: Quark quantized the weights of mm though the trial keeps them in float" in capsys.readouterr().err

@@ -30,6 +30,7 @@ class Region:
     sink: int
     outputs: dict[str, str]
     float_nodes: tuple[str, ...]
+    weights: bool = False  # it reads a weight through a DequantizeLinear
 
 
 @dataclass(frozen=True)
@@ -114,13 +115,13 @@ def candidates(float_model: Any, quantized: Any) -> list[Candidate]:
         outs = {anchor[classes.find(o)]: o for o in node.output if o and classes.find(o) in anchor and o not in const}
         if not is_compute(k) or not outs:
             continue
-        own = any(classes.find(o) in quantized_values for o in outs.values())
+        own = weights = False
         seen, stack = {k}, [k]
         while stack:  # back through unanchored values to the anchors
             for tensor in graph.node[stack.pop()].input:
                 if tensor in const:
                     p = producer.get(tensor)
-                    own = own or (p is not None and graph.node[p].op_type in DEQUANTIZE_OPS + QDQ_OPS)
+                    weights = weights or (p is not None and graph.node[p].op_type in DEQUANTIZE_OPS + QDQ_OPS)
                     continue
                 if classes.find(tensor) in anchor:
                     continue
@@ -128,7 +129,8 @@ def candidates(float_model: Any, quantized: Any) -> list[Candidate]:
                 if p is not None and p not in seen and is_compute(p):
                     seen.add(p)
                     stack.append(p)
-        regions.append((Region(k, outs, _float_region(outs, fproducer, anchor.values(), order)), own))
+        own = weights or any(classes.find(o) in quantized_values for o in outs.values())
+        regions.append((Region(k, outs, _float_region(outs, fproducer, anchor.values(), order), weights), own))
     by_name: dict[str, list[Region]] = {}
     for region, own in regions:
         if own and region.float_nodes:
@@ -159,6 +161,15 @@ def _main_node(nodes: tuple[str, ...], fgraph: Any) -> str:
     by_name = {n.name: n for n in fgraph.node}
     weighted = [n for n in nodes if by_name[n].op_type in WEIGHT_OPS and initializers & set(by_name[n].input[1:])]
     return weighted[0] if weighted else nodes[-1]
+
+
+def quantized_weight_nodes(float_model: Any, quantized: Any) -> set[str]:
+    """The float model's weight nodes (Conv, Gemm, MatMul with an initializer) whose weights the quantized model reads
+    through a DequantizeLinear, whatever Quark renamed or fused them into."""
+    initializers = {i.name for i in float_model.graph.initializer}
+    weighted = {n.name for n in float_model.graph.node if n.op_type in WEIGHT_OPS and initializers & set(n.input[1:])}
+    return {n for c in candidates(float_model, quantized) if any(r.weights for r in c.regions) for n in c.nodes
+            if n in weighted}
 
 
 def unranked_bodies(float_model: Any) -> list[str]:
@@ -281,3 +292,22 @@ def _toposort(graph: Any) -> None:
         copy.CopyFrom(node)
     del graph.node[:]
     graph.node.extend(copies)
+
+
+_warned: set[str] = set()
+
+
+def warn_if_quantized(float_path: Any, trial_path: Any, kept: list[str]) -> None:
+    """A trial's model and the float nodes it was to keep in float in; a warning (once per node) for each kept weight
+    node whose weights Quark quantized anyway (a name its exclude did not find), so a ranking never claims a layer is
+    float when it is not."""
+    import onnx
+
+    from .console import warn
+
+    found = quantized_weight_nodes(onnx.load(str(float_path)), onnx.load(str(trial_path), load_external_data=False))
+    missed = [n for n in kept if n in found and n not in _warned]
+    if missed:
+        _warned.update(missed)
+        warn(f"qas: warning: keep_float: Quark quantized the weights of {', '.join(missed)} though the trial keeps "
+             "them in float (its exclude did not find them by these names)")
