@@ -307,3 +307,20 @@ def test_the_weight_nodes_a_quantized_model_still_quantizes_are_found_by_tensors
     onnx.save(quantized, str(tmp_path / "trial.onnx"))
     warn_if_quantized(tmp_path / "float.onnx", tmp_path / "trial.onnx", ["mm", "mm_add", "relu"])
     assert "keep_float: Quark quantized the weights of mm though the trial keeps them in float" in capsys.readouterr().err
+
+
+def test_a_base_with_cross_layer_equalization_is_measured_without_it_and_says_so(tmp_path: Path,
+                                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    float_model, quantized = two_output_models()
+    onnx.save(float_model, str(tmp_path / "model.onnx"))
+    s = fake_settings(tmp_path, sensitivity={"samples": 3, "base": {"activation": "XInt8Spec", "cle_algo": "cle",
+                                                                    "cle_params": {"cle_steps": -1}}})
+    seen: list[dict[str, Any]] = []
+
+    def quantize(config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
+        seen.append(config)
+        onnx.save(quantized, str(output))
+
+    sensitivity.ensure(s, Reader([FEED] * 3), Reader([FEED] * 3), [], quantize)
+    assert seen == [{"activation": "XInt8Spec", "cle_algo": None}]
+    assert "measured without cle_algo" in capsys.readouterr().out

@@ -71,6 +71,9 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
 
     opts = options(settings.sensitivity)
     base = analysis_base(opts["base"] if opts["base"] is not None else base_config(settings.search_space))
+    if (opts["base"] or {}).get("cle_algo") is not None:
+        say("qas: sensitivity: the base configuration is measured without cle_algo (cross-layer equalization rewrites "
+            "weights, so the float nodes would not stand in for the quantized ones); the trials keep it")
     samples = sample_list(evaluation, opts["samples"])
     if not samples:
         fail("the evaluation reader gave no samples for the sensitivity analysis")
