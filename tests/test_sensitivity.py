@@ -324,3 +324,11 @@ def test_a_base_with_cross_layer_equalization_is_measured_without_it_and_says_so
     sensitivity.ensure(s, Reader([FEED] * 3), Reader([FEED] * 3), [], quantize)
     assert seen == [{"activation": "XInt8Spec", "cle_algo": None}]
     assert "measured without cle_algo" in capsys.readouterr().out
+
+
+def test_a_quantized_node_that_maps_to_an_unnamed_float_node_is_listed_not_ranked() -> None:
+    float_model, quantized = two_output_models()
+    next(n for n in float_model.graph.node if n.name == "gate").name = ""
+    unmapped: list[str] = []
+    assert "gate" not in {c.name for c in candidates(float_model, quantized, unmapped)}
+    assert unmapped == ["gate"]

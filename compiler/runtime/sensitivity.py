@@ -128,6 +128,9 @@ def notes(data: dict[str, Any]) -> list[str]:
     if data.get("not_ranked"):
         out.append(f"not ranked: the bodies of {', '.join(data['not_ranked'])} (If/Loop/Scan subgraphs are neither "
                    f"scored nor kept in float by the ranking)")
+    if data.get("unmapped"):
+        out.append(f"not ranked: {', '.join(data['unmapped'])} of the quantized model (they map to no named node of the "
+                   f"float model, so keep_float could not name them)")
     if data.get("skipped"):
         out.append(f"not ranked: {', '.join(data['skipped'])} (their bypassed model did not run; see "
                    f"{SENSITIVITY_FILE} 'skipped')")

@@ -79,9 +79,10 @@ def _float_tensors(float_graph: Any) -> set[str]:
             | {o for n in float_graph.node for o in n.output if o})
 
 
-def candidates(float_model: Any, quantized: Any) -> list[Candidate]:
+def candidates(float_model: Any, quantized: Any, unmapped: list[str] | None = None) -> list[Candidate]:
     """The quantized nodes with Q/DQ of their own (weights read through a DequantizeLinear, or outputs through a
-    QuantizeLinear), grouped by the float nodes they map to, in the float model's node order."""
+    QuantizeLinear), grouped by the float nodes they map to, in the float model's node order. Those that map to no
+    named float node are appended to `unmapped` (their quantized names), when given."""
     graph, fgraph = quantized.graph, float_model.graph
     activations = _float_tensors(fgraph)
     const = _constants(graph)
@@ -135,6 +136,8 @@ def candidates(float_model: Any, quantized: Any) -> list[Candidate]:
     for region, own in regions:
         if own and region.float_nodes:
             by_name.setdefault(_main_node(region.float_nodes, fgraph), []).append(region)
+        elif own and unmapped is not None:
+            unmapped.append(graph.node[region.sink].name or graph.node[region.sink].output[0])
     found = [Candidate(name, tuple(sorted({n for r in rs for n in r.float_nodes}, key=order.__getitem__)), tuple(rs))
              for name, rs in by_name.items()]
     return sorted(found, key=lambda c: order[c.name])
@@ -144,15 +147,17 @@ def _float_region(outputs: dict[str, str], fproducer: dict[str, Any], anchored: 
                   ) -> tuple[str, ...]:
     """The float nodes that compute the anchored outputs from other anchors (or initializers), in graph order."""
     stop = set(anchored)
-    found: dict[str, Any] = {}
+    found: dict[int, Any] = {}
     stack = [fproducer[a] for a in outputs if a in fproducer]
     while stack:
         node = stack.pop()
-        if node.name in found or node.op_type in BODY_OPS:
+        if id(node) in found or node.op_type in BODY_OPS:
             continue
-        found[node.name] = node
+        found[id(node)] = node
         stack += [fproducer[i] for i in node.input if i and i not in stop and i in fproducer]
-    return tuple(sorted((n for n in found if n), key=order.__getitem__))
+    if any(not n.name for n in found.values()):
+        return ()  # keep_float names nodes: a region with an unnamed float node cannot be kept float
+    return tuple(sorted((n.name for n in found.values()), key=order.__getitem__))
 
 
 def _main_node(nodes: tuple[str, ...], fgraph: Any) -> str:

@@ -90,7 +90,8 @@ def measure(float_path: Path, quantize: Callable[[dict[str, Any], Path, list[Any
     quantize_s = time.monotonic() - started
     float_model = onnx.load(str(float_path))
     quantized = onnx.load(str(quantized_path))
-    found = candidates(float_model, quantized)
+    unmapped: list[str] = []
+    found = candidates(float_model, quantized, unmapped)
     started = time.monotonic()
     reference = runner(float_model)
     baseline = sample_errors(method, reference, runner(quantized))
@@ -105,6 +106,6 @@ def measure(float_path: Path, quantize: Callable[[dict[str, Any], Path, list[Any
             quantized.graph.node[r.sink].name for r in candidate.regions],
             "drops": [b - e for b, e in zip(baseline, errors, strict=True)]}
     return {"baseline_errors": baseline, "candidates": scored, "skipped": skipped,
-            "not_ranked": unranked_bodies(float_model),
+            "not_ranked": unranked_bodies(float_model), "unmapped": unmapped,
             "cost": {"quantizations": 1, "quantize_s": round(quantize_s, 3), "candidates": len(found),
                      "inferences": runner.inferences, "infer_s": round(time.monotonic() - started, 3)}}
