@@ -116,7 +116,7 @@ def candidates(float_model: Any, quantized: Any, unmapped: list[str] | None = No
         outs = {anchor[classes.find(o)]: o for o in node.output if o and classes.find(o) in anchor and o not in const}
         if not is_compute(k) or not outs:
             continue
-        own = weights = False
+        weights = False
         seen, stack = {k}, [k]
         while stack:  # back through unanchored values to the anchors
             for tensor in graph.node[stack.pop()].input:
