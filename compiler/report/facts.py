@@ -256,7 +256,9 @@ def _sensitivity(out_dir: Path, saved: dict[str, Any] | None) -> dict[str, Any] 
         return None
     stem = (out_dir / SENSITIVITY_FILE).with_suffix("")
     return {"method": data.get("method"), "samples": data.get("samples"), "baseline_error": data.get("baseline_error"),
-            "cost": data.get("cost"), "top": [{"name": g.get("name"), "score": g.get("score")} for g in data["groups"][:TOP_N]],
+            "cost": data.get("cost"), "notes": data.get("notes") or [],
+            "top": [{"name": g.get("name"), "score": g.get("score"), "noise": g.get("noise"),
+                     "above_noise": g.get("above_noise", True)} for g in data["groups"][:TOP_N]],
             "charts": [f"{stem.name}{ext}" for ext in (".html", ".png") if stem.with_suffix(ext).is_file()],
             "winner_keeps": (saved or {}).get("keep_float")}
 

@@ -254,11 +254,13 @@ def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:
     if sens is None:
         return []
     cost = sens.get("cost") or {}
-    top = ", ".join(f"{g['name']} {_num(g['score'])}" for g in sens["top"])
+    top = ", ".join(f"{g['name']} {_num(g['score'])}" + ("" if g.get("above_noise", True) else " (within noise)")
+                    for g in sens["top"])
     out = [("sensitivity", f"{sens['method']} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
                            f"most sensitive: {top}; cost {cost.get('quantizations', '?')} quantization "
                            f"({_num(cost.get('quantize_s'))} s) + {cost.get('inferences', '?')} inferences "
                            f"({_num(cost.get('infer_s'))} s)" + (f"; charts {', '.join(sens['charts'])}" if sens["charts"] else ""))]
+    out += [("sensitivity note", note) for note in sens.get("notes") or []]
     keeps = sens.get("winner_keeps")
     if keeps:
         out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {keeps.get('choice')})"))

@@ -22,7 +22,7 @@ from .artifacts import remove_artifact, store_artifact
 from .checks import fail
 from .console import say, warn
 from .latency import model_size
-from .sensitivity import suggest_keep_float
+from .sensitivity_search import suggest_keep_float
 from .settings import Settings
 from .slots import Slots
 from .space import config_key, pinned_stage2_space, suggest_config
