@@ -217,5 +217,11 @@ def test_the_dashboard_serves_a_real_search_read_only_and_chromium_shows_its_tri
             server.kill()
             server.communicate()
     assert journal.read_bytes() == before
+    # qas report takes the spec too; its heading names the folder as the spec does, never the temp path
+    reported = qas("report", str(example_copy / "spec.yaml"))
+    assert reported.returncode == 0, reported.stderr
+    heading = (out / "report.md").read_text(encoding="utf-8").splitlines()[0]
+    assert heading == "# qas report: tinycnn (autosearch\\_output)" and str(tmp_path) not in reported.stdout
+    assert "trial time   median" in reported.stdout and "; float model " in reported.stdout
     if os.environ.get("QAS_KEEP_SCREENSHOT"):
         shutil.copyfile(shot, os.environ["QAS_KEEP_SCREENSHOT"])
