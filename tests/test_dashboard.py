@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -85,20 +86,37 @@ def test_a_journal_without_the_search_study_is_a_clean_error_and_stays_as_it_was
     assert journal.read_bytes() == before
 
 
+def seed_studies(out: Path) -> tuple[str, object]:
+    """The compiled example's sampler and grid studies in its journal, one trial each; (sampler study name, the
+    writing storage) out."""
+    import optuna
+
+    from compiler.report.manifest import load_manifest
+
+    name = load_manifest(out / "run_manifest.yaml")["outputs"]["study"]["name"]
+    writer = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(out / "tinycnn_study.journal")))
+    for study_name in (name, name + "-grid"):
+        optuna.create_study(study_name=study_name, storage=writer).optimize(lambda t: 0.5, n_trials=1)
+    return name, writer
+
+
+def test_a_port_in_use_is_a_clean_error(compiled: Path) -> None:
+    seed_studies(compiled)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ran = qas("dashboard", str(compiled), "--port", str(taken.getsockname()[1]))
+    assert ran.returncode == 2 and "cannot listen on 127.0.0.1:" in ran.stderr and "hint: pick another --port" in ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
 def test_the_storage_reads_the_study_refuses_every_write_and_shows_the_objective_names(compiled: Path) -> None:
     import optuna
 
     from compiler.dashboard import ReadOnlyError, open_study
 
     journal = compiled / "tinycnn_study.journal"
-    from compiler.report.manifest import load_manifest
-
-    name = load_manifest(compiled / "run_manifest.yaml")["outputs"]["study"]["name"]
-    writer = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
-    for study_name in (name, name + "-grid"):
-        study = optuna.create_study(study_name=study_name, storage=writer)
-        study.enqueue_trial({})
-        study.optimize(lambda t: 0.5, n_trials=1)
+    name, writer = seed_studies(compiled)
     before = journal.read_bytes()
     opened = open_study(compiled)
     assert not isinstance(opened, str), opened

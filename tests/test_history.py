@@ -47,3 +47,14 @@ def test_a_multi_objective_search_gets_a_best_line_for_each_objective() -> None:
         line = next(trace for trace in figure.data if trace.name == "best so far (lowest)")
         assert list(line.y) == best and list(line.x) == [0, 1, 2]
         assert figure.layout.xaxis.title.text == "trial, in the order they started (both stages)"
+
+
+def test_the_report_lines_give_trial_times_and_the_float_model_size_beside_the_winner() -> None:
+    from compiler.budget import gb
+    from compiler.report.text import _beside_float, _durations, _seconds
+
+    assert _seconds(0.257) == "0.257 s" and _seconds(300) == "5.0 min" and _seconds(None) == "-"
+    line = _durations({"count": 6, "median_s": 1.98, "min_s": 0.257, "max_s": 7.1, "total_s": 16.6})
+    assert line == "median 1.98 s a trial (0.257 s to 7.1 s), 16.6 s over 6 complete trials"
+    assert _beside_float(5000, 20000, gb) == f"; float model {gb(20000)} (the winner is 25% of it)"
+    assert _beside_float(5000, None, gb) == ""  # an older output folder without model_analysis.json's size
