@@ -243,3 +243,20 @@ def test_the_dashboard_serves_a_real_search_read_only_and_chromium_shows_its_tri
     assert "trial time   median" in reported.stdout and "; float model " in reported.stdout
     if os.environ.get("QAS_KEEP_SCREENSHOT"):
         shutil.copyfile(shot, os.environ["QAS_KEEP_SCREENSHOT"])
+
+
+def test_an_autosearchpro_sqlite_study_is_read_through_a_read_only_connection(tmp_path: Path) -> None:
+    import optuna
+
+    from compiler.dashboard import _storage
+
+    db = tmp_path / "tiny_study.db"
+    optuna.create_study(study_name="s", storage=f"sqlite:///{db}").optimize(lambda t: 0.25, n_trials=1)
+    before = db.read_bytes()
+    storage = _storage(db, None)
+    [study] = storage.get_all_studies()
+    assert study.study_name == "s" and storage.get_all_trials(study._study_id)[0].value == 0.25
+    with pytest.raises(optuna.exceptions.StorageInternalError) as raised:
+        storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], "another")
+    assert "readonly" in str(raised.value.__cause__)
+    assert db.read_bytes() == before
