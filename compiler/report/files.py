@@ -11,11 +11,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..runtime.contract import PLOTS_DIR
 from .history import history_figure, history_png, history_points
 from .studies import load_studies
 from .text import view
 
-PLOTS_DIR = "report"
 PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "history_png": f"{PLOTS_DIR}/optimization_history.png",
          "importances_html": f"{PLOTS_DIR}/param_importances.html",
