@@ -28,6 +28,7 @@ from .presets import PRESET_NAMES, preset_config
 from .report import build_report, report_text, write_report_files
 from .report.status import JSON_KEYS as STATUS_KEYS
 from .report.status import status_text
+from .out_dir import resolve_out_dir
 from .runner import manifest_target, record, run_search
 from .runtime.lock import holder as lock_holder
 from .runtime.contract import ENGINES, MANIFEST_FILE, RUN_LOG_FILE
@@ -446,23 +447,26 @@ def sensitivity_command(
 @app.command("report", cls=Command)
 @_guard
 def report_command(
-    out_dir: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="A search's output dir (holding run_manifest.yaml).",
-                                            show_default=False)],
+    out_dir: Annotated[Path, typer.Argument(
+        metavar="OUT", help="A search's output folder, its run_manifest.yaml, or the spec (as qas run takes).",
+        show_default=False)],
     fmt: Annotated[Format, typer.Option("--format", help="The report as text or JSON.")] = Format.text,
 ) -> None:
     """Summarize a search (trials, failures, best config and model, top 5, importances); write report.md.
 
-    report.md goes into OUT_DIR with Optuna's HTML plots and a PNG of the history. Reads the study; never
+    report.md goes into the output folder with Optuna's HTML plots and a PNG of the history. Reads the study; never
     changes it.
 
     Examples:
 
-      qas report specs/example/autosearch_output
+      qas report specs/example/spec.yaml
 
       qas report out/ --format json | jq .best
     """
-    if not out_dir.is_dir():
-        _fail(f"no output dir at {out_dir}", fmt)
+    found = resolve_out_dir(out_dir)
+    if isinstance(found, str):
+        _fail(found, fmt)
+    out_dir = found
     report = build_report(out_dir)
     if isinstance(report, str):
         _fail(report, fmt)
@@ -474,6 +478,63 @@ def report_command(
         return
     sys.stdout.write(report_text(report))
     typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)
+
+
+@app.command("dashboard", cls=Command)
+@_guard
+def dashboard_command(
+    target: Annotated[Path, typer.Argument(
+        metavar="OUT", help="A search's output folder, its run_manifest.yaml, or the spec (as qas run takes).",
+        show_default=False)],
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="The port to listen on.")] = 8080,
+    host: Annotated[str, typer.Option("--host", help="The address to listen on; one other than this machine's "
+                                                     "loopback needs --allow-remote.")] = "127.0.0.1",
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Listen on a --host other machines reach "
+                                                                       "(the dashboard has no login).")] = False,
+) -> None:
+    """Serve the search's study (grid and sampler stage) read-only in optuna-dashboard, Optuna's web UI.
+
+    Reads the journal file, or the PostgreSQL database in the variable storage.url_env names; never creates or
+    changes a study. Trials show their config, what they kept in float and their steps as user attributes. It
+    listens on 127.0.0.1 only: from another machine, tunnel to it (ssh -L 8080:127.0.0.1:8080 HOST) and open
+    http://127.0.0.1:8080 there. Ctrl-C stops it.
+
+    Needs optuna-dashboard (pip install 'qas-compiler[dashboard]').
+
+    Examples:
+
+      qas dashboard specs/example/spec.yaml
+
+      qas dashboard out/ --port 8081
+    """
+    from .dashboard import host_problem, open_study, remote_warning, require_dashboard, serve
+
+    refused = host_problem(host, allow_remote)
+    if refused is not None:
+        _fail(refused, Format.text)
+    missing = require_dashboard()
+    if missing is not None:
+        _fail(missing, Format.text)
+    out_dir = resolve_out_dir(target)
+    if isinstance(out_dir, str):
+        _fail(out_dir, Format.text)
+    opened = open_study(out_dir)
+    if isinstance(opened, str):
+        _fail(opened, Format.text)
+    storage, facts = opened
+    warning = remote_warning(host)
+    if warning is not None:
+        typer.echo(warning, err=True)
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"qas: serving {', '.join(facts['studies'])} from {facts['where']} read-only "
+               f"(objectives: {', '.join(facts['objectives'])}) at http://{shown}:{port}/dashboard; Ctrl-C stops",
+               err=True)
+    try:
+        serve(storage, host, port)
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}\n  hint: pick another --port", Format.text)
+    except KeyboardInterrupt:
+        pass
 
 
 @app.command("status", cls=Command)

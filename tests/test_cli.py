@@ -182,7 +182,7 @@ def test_presets_and_schema_commands() -> None:
     assert schema["$schema"].endswith("2020-12/schema")
 
 
-COMMANDS = ["compile", "validate", "run", "report", "presets", "env", "schema"]
+COMMANDS = ["compile", "validate", "run", "report", "dashboard", "presets", "env", "schema"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -204,7 +204,8 @@ def test_help_shows_flags_as_flags_and_arguments_by_name() -> None:
         assert "{" not in usages[command]  # not `{spec}`
     assert usages["compile"] == "Usage: qas compile [OPTIONS] SPEC"
     assert usages["run"] == "Usage: qas run [OPTIONS] SPEC_OR_MANIFEST"
-    assert usages["report"] == "Usage: qas report [OPTIONS] OUT_DIR"
+    assert usages["report"] == "Usage: qas report [OPTIONS] OUT"
+    assert usages["dashboard"] == "Usage: qas dashboard [OPTIONS] OUT"
     assert usages["presets"] == "Usage: qas presets [OPTIONS] [NAME]"
     flags = qas("compile", "--help").stdout
     assert any(line.split()[1:3] == ["--check", "Write"] for line in flags.splitlines() if "--check" in line)

@@ -96,7 +96,7 @@ def test_a_multi_objective_search_with_plots_completes_and_its_runner_up_is_anot
     assert 'status: "completed"' in (out / "run_manifest.yaml").read_text()  # the plots no longer crash the run
     for name in ("optimization_history.html", "optimization_history_latency.html", "optimization_history_size.html",
                  "pareto_front.html"):
-        assert (out / name).stat().st_size > 0, name
+        assert (out / "report" / name).stat().st_size > 0, name
     best = json.loads((out / "best_config.json").read_text())
     assert best["trials_complete"] == 3 and best["runner_up"] is not None
     assert best["runner_up"]["config"] != best["config"] and best["runner_up"]["model"] != best["model"]

@@ -417,7 +417,11 @@ def test_grid_study_of_engine_qas(tmp_path: Path) -> None:
     written = write_report_files(report, tmp_path)
     assert "report/param_importances.html" in written
     history = (tmp_path / "report" / "optimization_history.html").read_text(encoding="utf-8")
-    assert '"L2, grid stage"' in history and '"L2, sampler stage"' in history  # one series a study, by stage
+    # one series a stage, on one x-axis in the order the trials started (the grid stage ran first): not both from 0
+    assert '"name":"grid stage","text":["grid stage, trial 0","grid stage, trial 1"],"x":[0,1],"y":[0.05,0.3]' in history
+    assert ('"name":"sampler stage","text":["sampler stage, trial 0","sampler stage, trial 1","sampler stage, trial 4"],'
+            '"x":[2,3,4],"y":[0.2,0.4,0.2]') in history
+    assert '"name":"best so far (lowest)","x":[0,1,2,3,4],"y":[0.05,0.05,0.05,0.05,0.05]' in history
     assert f" of {STUDY}" not in history
     assert '"tick0":0,"dtick":1}' in history  # whole trial numbers on the x-axis, as in the PNG
 
@@ -439,8 +443,7 @@ def test_history_png_has_whole_trial_numbers_and_stage_legends(tmp_path: Path, m
     two_study_run(tmp_path)  # sampler trials 0-4, grid trials 0-1: matplotlib alone would tick 0.0, 0.5, ...
     assert "report/optimization_history.png" in write_report_files(build_report(tmp_path), tmp_path)
     assert seen["ticks"] and all(re.fullmatch(r"−?\d+", tick) for tick in seen["ticks"]), seen["ticks"]
-    assert seen["legend"] == ["L2, sampler stage", "Best Value, sampler stage", "L2, grid stage",
-                              "Best Value, grid stage"]
+    assert seen["legend"] == ["grid stage", "sampler stage", "best so far (lowest)"]
 
 
 def test_best_config_trial_number_is_read_in_its_study(tmp_path: Path) -> None:
@@ -537,7 +540,7 @@ def test_json_format_answers_json_on_every_error(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     for where, code, exit_code, expected in [
-            (tmp_path / "absent", "pass", 2, "no output dir at"),
+            (tmp_path / "absent", "pass", 2, "no output folder, run_manifest.yaml or spec at"),
             (empty, "pass", 2, "no run_manifest.yaml in"),
             (out, "pass", 2, "cannot write the report"),
             (out, "cli.build_report = lambda out: 1 / 0", 3, "internal error")]:
@@ -604,7 +607,7 @@ def test_a_user_evaluator_is_reported_as_the_difference_from_the_float_score(tmp
     assert "accuracy" not in text and "top1 (minimize)" not in text
     write_report_files(report, tmp_path)
     history = (tmp_path / "report" / "optimization_history.html").read_text(encoding="utf-8")
-    assert f'"name":"top1 {word}"' in history and f'"yaxis":{{"title":{{"text":"top1 {word}"' in history  # the plot too
+    assert f'"yaxis":{{"title":{{"text":"top1 {word}"' in history  # the plot too
 
 
 def test_a_built_in_metric_names_the_float_model_as_the_reference(tmp_path: Path) -> None:

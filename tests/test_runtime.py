@@ -161,8 +161,9 @@ def test_maximize_ranks_the_highest_first(tmp_path: Path) -> None:
 def test_plots_are_written_for_the_study_that_holds_the_searched_trials(tmp_path: Path) -> None:
     search, _ = run(settings(tmp_path, plots=True), FakeQuark())
     [path] = write_plots(search)  # one objective: the one history
-    assert path == tmp_path / "optimization_history.html" and "plotly" in path.read_text()[:5000].lower()
-    assert path.stat().st_size < 100_000 and (tmp_path / "plotly.min.js").is_file()  # plotly.js once, beside it
+    assert path == tmp_path / "report" / "optimization_history.html" and "plotly" in path.read_text()[:5000].lower()
+    assert path.stat().st_size < 100_000 and (tmp_path / "report" / "plotly.min.js").is_file()  # plotly.js once, beside it
+    assert not (tmp_path / "plotly.min.js").exists()  # one copy an output folder: where `qas report` writes its own
     assert "L2" in path.read_text()  # the axis names what the values are
 
 

@@ -133,6 +133,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         best["score"] = _score(best["value"], float_score, higher_is_better)
     report = {
         "out_dir": str(out_dir),
+        "out_dir_shown": _shown_dir(manifest, out_dir),
         "name": manifest["name"],
         "engine": manifest["engine"],
         "grid_outside_study": bool(getattr(ENGINES.get(manifest["engine"]), "quark_loop", False)),
@@ -155,11 +156,14 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "best_config_agrees": agrees,
         # absent (not written yet: the search writes it when it ends), unreadable, agrees or disagrees
         "best_config": best_config_state if best_config_state != "written" else "agrees" if agrees else "disagrees",
+        "float_model_bytes": _float_model_bytes(out_dir),
+        "durations": _durations([r.trial for r in complete]),
         "top5": [{"number": r.trial.number, "value": _value(r.trial), "stage": r.stage, "params": r.trial.params,
                   "score": _score(_value(r.trial), float_score, higher_is_better),
                   "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
                   "model_exists": _model_of(r, numbers) is not None and (out_dir / _model_of(r, numbers)).is_file(),
-                  "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM), "repeated_by": repeats}
+                  "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM), "repeated_by": repeats,
+                  "duration_s": _duration(r.trial)}
                  for r, repeats in entries[:TOP_N]],
         "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
                      for r in failed],
@@ -228,7 +232,44 @@ def _trial_row(r: _Row, numbers: dict[tuple[str, int], Any]) -> dict[str, Any]:
             "worker": a.get(ATTR_WORKER), "model": _model_of(r, numbers), "reused_from": a.get(ATTR_REUSED_FROM),
             "retried_from": a.get(ATTR_RETRIED_FROM), "interrupted": bool(a.get(ATTR_INTERRUPTED)),
             "error": a.get(ATTR_ERROR),
-            "started": r.trial.datetime_start.isoformat(timespec="seconds") if r.trial.datetime_start else None}
+            "started": r.trial.datetime_start.isoformat(timespec="seconds") if r.trial.datetime_start else None,
+            "duration_s": _duration(r.trial)}
+
+
+def _duration(trial: Any) -> float | None:
+    """A finished trial's wall time in seconds (start to end, as Optuna recorded them); None while it runs."""
+    if trial.datetime_start is None or trial.datetime_complete is None:
+        return None
+    return round((trial.datetime_complete - trial.datetime_start).total_seconds(), 3)
+
+
+def _durations(complete: list[Any]) -> dict[str, Any] | None:
+    """The complete trials in; their wall times (median, shortest, longest, sum, how many) out, None without any."""
+    import statistics
+
+    found = sorted(d for d in (_duration(t) for t in complete) if d is not None)
+    if not found:
+        return None
+    return {"count": len(found), "median_s": statistics.median(found), "min_s": found[0], "max_s": found[-1],
+            "total_s": round(sum(found), 3)}
+
+
+def _shown_dir(manifest: dict[str, Any], out_dir: Path) -> str:
+    """The output folder as the spec names it (output.dir, relative to the spec), never an absolute temp path; the
+    folder's own name when the spec gave an absolute one."""
+    written = (manifest.get("outputs") or {}).get("dir")
+    if isinstance(written, str) and written and not Path(written).is_absolute():
+        return written
+    return out_dir.resolve().name
+
+
+def _float_model_bytes(out_dir: Path) -> int | None:
+    """The float model's size (with its external data) as intake measured it, from model_analysis.json."""
+    from ..runtime.contract import MODEL_ANALYSIS_FILE
+
+    data = _load_json(out_dir / MODEL_ANALYSIS_FILE)
+    size = data.get("size_bytes") if isinstance(data, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _workers(rows: list[_Row]) -> dict[str, dict[str, int]]:

@@ -11,10 +11,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..runtime.contract import PLOTS_DIR
+from .history import history_figure, history_png, history_points
 from .studies import load_studies
 from .text import view
 
-PLOTS_DIR = "report"
 PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "history_png": f"{PLOTS_DIR}/optimization_history.png",
          "importances_html": f"{PLOTS_DIR}/param_importances.html",
@@ -68,65 +69,24 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
 def _plots(studies: list[Any], importance_study: Any | None, importance_params: list[str],
            target_name: str, labels: dict[str, str]) -> dict[str, str | bytes]:
     """The studies (and a legend label for each study name) in; {relative path: content} of the history (HTML and
-    PNG, one series a study, whole trial numbers on the x-axis) and importance (HTML) plots, and the plotly.js
-    the HTML pages share, out."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")  # before pyplot; no display, and kaleido is not needed for the PNG
-    import matplotlib.pyplot as plt
+    PNG: the trials of both stages in the order they ran, with the best-so-far line) and importance (HTML) plots, and
+    the plotly.js the HTML pages share, out."""
     import optuna
-    from matplotlib.ticker import MaxNLocator
     from plotly.offline import get_plotlyjs
 
-    plotted = studies[0] if len(studies) == 1 else studies
     several = any(s._is_multi_objective() for s in studies)  # search.objectives: plot the accuracy objective
     accuracy = {"target": (lambda t: t.values[0])} if several else {}
-    last = max((t.number for study in studies for t in study.get_trials(deepcopy=False)), default=0)
-    found: dict[str, str | bytes] = {}
+    points = history_points(studies, labels, 0)
+    maximize = studies[0].directions[0].name == "MAXIMIZE"
+    found: dict[str, str | bytes] = {PLOTS["history_html"]: _html(history_figure(points, maximize, target_name))}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ExperimentalWarning for the matplotlib plot; importance notes already made
-        history = optuna.visualization.plot_optimization_history(plotted, target_name=target_name, **accuracy)
-        history.for_each_trace(lambda trace: trace.update(name=_relabel(trace.name, labels)))
-        history.update_xaxes(tick0=0, dtick=_step(last))
-        found[PLOTS["history_html"]] = _html(history)
+        warnings.simplefilter("ignore")  # importance notes already made
         if importance_study is not None:
             shares = optuna.visualization.plot_param_importances(importance_study, params=importance_params, **accuracy)
             found[PLOTS["importances_html"]] = _html(shares)
-        found[PLOTLY_JS] = get_plotlyjs()
-        axes = optuna.visualization.matplotlib.plot_optimization_history(plotted, target_name=target_name, **accuracy)
-    buffer = io.BytesIO()
-    try:
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # trial numbers: 0, 1, 2, never 0.25
-        legend = axes.get_legend()
-        if legend is not None:
-            for text in legend.get_texts():
-                text.set_text(_relabel(text.get_text(), labels))
-        axes.figure.set_size_inches(10, 5)  # room for the legend optuna puts beside the axes
-        axes.figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    finally:
-        plt.close(axes.figure)
-    found[PLOTS["history_png"]] = buffer.getvalue()
+    found[PLOTLY_JS] = get_plotlyjs()
+    found[PLOTS["history_png"]] = history_png(points, maximize, target_name)
     return found
-
-
-def _relabel(name: str | None, labels: dict[str, str]) -> str | None:
-    """Optuna's series name in; `L2 of tinycnn-002ec34a5070-grid` as `L2, grid stage` out (others unchanged)."""
-    for study, label in labels.items():
-        if name is not None and name.endswith(f" of {study}"):
-            return f"{name.removesuffix(f' of {study}')}, {label}"
-    return name
-
-
-def _step(last: int) -> int:
-    """The largest trial number in; a whole tick step (1, 2, 5, 10, 20, 50, ...) giving at most 10 steps out."""
-    magnitude = 1
-    while True:
-        for base in (1, 2, 5):
-            if last <= 10 * base * magnitude:
-                return base * magnitude
-        magnitude *= 10
 
 
 def _html(figure: Any) -> bytes:
@@ -145,20 +105,14 @@ def _fence(text: str | None) -> str:
 
 def _objective_histories(studies: list[Any], names: list[str], labels: dict[str, str]) -> dict[str, str | bytes]:
     """A multi-objective search's studies in; the optimization history (HTML) of each objective but accuracy (its
-    history is the main one) out, each with its own target and axis name."""
-    import optuna
-
-    plotted = studies[0] if len(studies) == 1 else studies
+    history is the main one) out, each with its own target, direction, best-so-far line and axis name."""
     found: dict[str, str | bytes] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for index, name in enumerate(names):
-            if f"history_{name}_html" not in PLOTS:
-                continue
-            figure = optuna.visualization.plot_optimization_history(
-                plotted, target=lambda t, i=index: t.values[i], target_name=OBJECTIVE_LABELS[name])
-            figure.for_each_trace(lambda trace: trace.update(name=_relabel(trace.name, labels)))
-            found[PLOTS[f"history_{name}_html"]] = _html(figure)
+    for index, name in enumerate(names):
+        if f"history_{name}_html" not in PLOTS:
+            continue
+        maximize = studies[0].directions[index].name == "MAXIMIZE"
+        figure = history_figure(history_points(studies, labels, index), maximize, OBJECTIVE_LABELS[name])
+        found[PLOTS[f"history_{name}_html"]] = _html(figure)
     return found
 
 

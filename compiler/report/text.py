@@ -58,7 +58,8 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
                       + against
                       + (f", score reused from trial {best['reused_from']}" if best["reused_from"] is not None
                          else "")))
-        facts.append(("winner", _file(best["model"], best["model_bytes"], gb)))
+        facts.append(("winner", _file(best["model"], best["model_bytes"], gb)
+                      + _beside_float(best["model_bytes"], r.get("float_model_bytes"), gb)))
         if best["best_model"] is not None:
             facts.append(("best_model", _file(best["best_model"], best["best_model_bytes"], gb)))
         facts.append(("best_config", BEST_CONFIG_STATES[r.get("best_config") or
@@ -67,21 +68,24 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
             config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
     else:
         facts.append(("best", "none: no trial has completed"))
+    if r.get("durations"):
+        facts.append(("trial time", _durations(r["durations"])))
     if stopped:
         facts.append(("stopped", f"{stopped['reason']}: {stopped.get('detail', '')} (at {stopped.get('at', '?')})"))
     facts += _objective_facts(r.get("objectives"))
     settings, shown = _differing(r["top5"])
     top = [[str(i), _trial_cell(e), e["stage"], _num(e["value"])]
-           + ([_num(e["score"]) if e.get("score") is not None else "-"] if scored else []) + [_model_cell(e)]
+           + ([_num(e["score"]) if e.get("score") is not None else "-"] if scored else [])
+           + [_seconds(e.get("duration_s")), _model_cell(e)]
            + ([", ".join(f"{k}={_num(row[k])}" for k in shown if k in row) or "-"] if shown else [])
            for i, (e, row) in enumerate(zip(r["top5"], settings, strict=True), 1)]
     return {
-        "title": f"{r['name']} ({r['out_dir']})",
+        "title": f"{r['name']} ({r.get('out_dir_shown') or r['out_dir']})",
         "facts": facts,
         "config_json": config_json,
         "metric": metric,
         "value": value,  # what a trial's value is: the metric, or its drop from (rise over) the float score
-        "top_header": ["rank", "trial", "stage", value] + ([metric] if scored else []) + ["model"]
+        "top_header": ["rank", "trial", "stage", value] + ([metric] if scored else []) + ["time", "model"]
                       + (["differing params"] if shown else []),
         "top": top,
         "importances": [(k, f"{v:.3f}") for k, v in r["importances"].items()],
@@ -155,6 +159,27 @@ def _num(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _seconds(value: Any) -> str:
+    """A duration in seconds as a table cell: `12.3 s`, `2.1 min`, or `-` when unknown."""
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{value / 60:.1f} min" if value >= 120 else f"{value:.3g} s"
+
+
+def _durations(d: dict[str, Any]) -> str:
+    """The complete trials' wall times in a line: median, range, total."""
+    return (f"median {_seconds(d['median_s'])} a trial ({_seconds(d['min_s'])} to {_seconds(d['max_s'])}), "
+            f"{_seconds(d['total_s'])} over {d['count']} complete trial{'s' if d['count'] != 1 else ''}")
+
+
+def _beside_float(size: int | None, float_size: int | None, gb: Any) -> str:
+    """`; float model 21.7 KB (the winner is 56% of it)` when both sizes are known, else nothing."""
+    if float_size is None:
+        return ""
+    share = f" (the winner is {size / float_size:.0%} of it)" if size is not None and float_size else ""
+    return f"; float model {gb(float_size)}{share}"
 
 
 def _file(name: str | None, size: int | None, gb: Any) -> str:

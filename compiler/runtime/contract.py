@@ -21,6 +21,7 @@ STAGE2_SPACE_FILE = "qas_sampler_space.json"  # engine autosearchpro: the sample
 QUARK_BEST_PARAMS_FILE = "best_params.json"  # written by Quark's AutoSearchPro only
 QUARK_LOG_FILE = "auto_search.log"  # written by Quark's AutoSearchPro only
 SENSITIVITY_FILE = "sensitivity.json"  # engine qas: the sensitivity ranking (and its cache key)
+PLOTS_DIR = "report"  # the plots (output.plots and `qas report`) and the one plotly.min.js they share
 PARETO_FILE = "pareto.json"  # engine qas with search.objectives: the Pareto front of the complete trials
 
 

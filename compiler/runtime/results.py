@@ -117,7 +117,8 @@ def _objective_name(settings: Settings) -> str:
 
 
 def write_plots(search: Search) -> list[Path]:
-    """Optuna's plots of the study that holds the searched trials, as HTML sharing one plotly.min.js; their paths out.
+    """Optuna's plots of the study that holds the searched trials, as HTML under report/ sharing one plotly.min.js (the
+    one `qas report` writes there too); their paths out.
 
     One objective: optimization_history.html. Several (search.objectives): one history per objective (accuracy's
     keeps that name; optimization_history_latency.html, ..._size.html), each with its target and name, and
@@ -139,8 +140,12 @@ def write_plots(search: Search) -> list[Path]:
         figures["pareto_front.html"] = optuna.visualization.plot_pareto_front(
             study, target_names=[names[n] for n in settings.objectives])
     paths = []
+    folder = settings.path(contract.PLOTS_DIR)
+    folder.mkdir(exist_ok=True)
     for file, figure in figures.items():
-        path = settings.path(file)
-        figure.write_html(str(path), include_plotlyjs="directory")  # plotly.min.js once beside them, not 4.8 MB each
+        path = folder / file
+        # plotly.min.js once beside them, not 4.8 MB a page; report/ is where `qas report` writes its plots and its
+        # copy, so an output folder holds one (kept in the folder: a copied folder still opens offline)
+        figure.write_html(str(path), include_plotlyjs="directory")
         paths.append(path)
     return paths
