@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ..diagnostics import Diagnostic, diag
 from ..model import Spec
-from ..resolved import objectives, two_stage
+from ..resolved import TASK_METRICS, objectives, two_stage
 from ..runtime.contract import MULTI_OBJECTIVE_SAMPLERS
 
 
@@ -30,7 +30,7 @@ def _tolerance(spec: Spec) -> Iterator[Diagnostic]:
         return
     at = spec.evaluation.path + ("tolerance",)
     metric = spec.evaluation.metric
-    if isinstance(written, str) and metric is not None:
+    if isinstance(written, str) and metric is not None and metric not in TASK_METRICS:
         yield diag("QAS350", f"a percentage tolerance is relative to the float model's score, but metric {metric} "
                              "compares outputs with the float model's (the float model scores 0 or 1 against itself)",
                    at, hint="write the largest acceptable distance as a number, e.g. tolerance: 0.01")
