@@ -124,7 +124,8 @@ def suggested_search(device: str) -> dict[str, Any]:
             "iterations": (searched["low"], searched["high"])}
 
 
-def full_search_seconds(facts: dict[str, Any], search: dict[str, Any], n_trials: int, device: str) -> tuple[float, float]:
+def full_search_seconds(facts: dict[str, Any], search: dict[str, Any], n_trials: int,
+                        device: str) -> tuple[float, float]:
     """The model's facts, the suggested search and its trials in; compile's rough estimate (compiler/cost.py) of the
     whole search without a time budget out, (least, most) seconds, with CALIB_LIMIT calibration samples assumed
     (the folder is empty when init runs)."""

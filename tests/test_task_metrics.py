@@ -57,7 +57,8 @@ def test_labels_are_required_for_top1_and_refused_for_distances(tmp_path: Path) 
 
 
 def test_autosearchpro_cannot_evaluate_top1(tmp_path: Path) -> None:
-    spec = spec_in(tmp_path, "  metric: top1\n  labels: label\n", SEARCH.replace("n_trials: 2", "n_trials: 2\n  engine: autosearchpro"))
+    spec = spec_in(tmp_path, "  metric: top1\n  labels: label\n",
+                   SEARCH.replace("n_trials: 2", "n_trials: 2\n  engine: autosearchpro"))
     assert [c for c, *_ in found(spec)] == ["QAS503"]
 
 
@@ -150,7 +151,7 @@ def test_a_top1_search_on_a_real_classifier_reports_the_drop(tmp_path: Path) -> 
     the real Quark: every trial's value is the float top1 minus the quantized model's, and the report says so."""
     import onnxruntime
 
-    spec = spec_in(tmp_path, "  metric: top1\n  labels: label\n  data: {folder: data/npz}\n",
+    spec = spec_in(tmp_path, "  metric: top1\n  labels: label\n  tolerance: \"10%\"\n  data: {folder: data/npz}\n",
                    "search:\n  preset: XINT8_SEARCH\n  override:\n    adaround_params:\n      num_iterations: [2]\n"
                    "    adaquant_params:\n      num_iterations: [2]\n      data_size: [4]\n"
                    "  n_trials: 2\n  two_stage: false\ndevice: cpu\n")
@@ -168,6 +169,8 @@ def test_a_top1_search_on_a_real_classifier_reports_the_drop(tmp_path: Path) -> 
     best = json.loads((out / "best_config.json").read_text())
     assert best["float_score"] == 1.0
     assert 0.0 <= best["value"] <= 1.0 and (best["value"] * 12) == pytest.approx(round(best["value"] * 12))
+    assert best["tolerance"]["bound"] == pytest.approx(0.1)  # "10%" of the float model's top1, in accuracy points
+    assert best["tolerance"]["met"] == (best["value"] <= 0.1)
     report = qas("report", str(out), "--format", "json")
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
