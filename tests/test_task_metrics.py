@@ -177,3 +177,69 @@ def test_a_top1_search_on_a_real_classifier_reports_the_drop(tmp_path: Path) -> 
     assert data["metric"] == "top1" and data["higher_is_better"] is True and data["float_score"] == 1.0
     text = qas("report", str(out))
     assert "top1 drop" in text.stdout and "top1 1 (trial values are the drop from it)" in text.stdout, text.stdout
+
+
+EVALUATOR = '''\
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+from quark.onnx.operators.custom_ops import get_library_path
+
+
+def top1(model_path):
+    """README's evaluator contract: a resolved path in, a number out; Quark's custom ops registered."""
+    here = Path(__file__).parent
+    with open(here / "seen.jsonl", "a") as seen:
+        seen.write(json.dumps([os.getcwd(), model_path]) + "\\n")
+    options = onnxruntime.SessionOptions()
+    options.register_custom_ops_library(get_library_path("CPU"))
+    session = onnxruntime.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+    hits = 0
+    files = sorted((here / "data" / "npz").glob("*.npz"))
+    for path in files:
+        with np.load(path) as sample:
+            hits += int(np.argmax(session.run(None, {"input": sample["input"]})[0]) == int(sample["label"]))
+    return hits / len(files)
+'''
+
+
+@pytest.mark.e2e
+@needs_quark
+def test_the_readme_evaluator_contract_holds_and_agrees_with_the_built_in_top1(tmp_path: Path) -> None:
+    """The evaluator README describes (working directory: the output folder; a resolved path, the float model first;
+    Quark's custom-op library registered) scores the same configurations as metric top1 does, drop for drop."""
+    import onnxruntime
+
+    search = ("search:\n  preset: XINT8_SEARCH\n  override:\n    adaround_params:\n      num_iterations: [2]\n"
+              "    adaquant_params:\n      num_iterations: [2]\n      data_size: [4]\n"
+              "  n_trials: 2\n  two_stage: false\ndevice: cpu\n")
+    builtin = spec_in(tmp_path / "builtin", "  metric: top1\n  labels: label\n  data: {folder: data/npz}\n", search)
+    user = spec_in(tmp_path / "user", "  evaluator: evals.py:top1\n  higher_is_better: true\n", search)
+    (tmp_path / "user" / "evals.py").write_text(EVALUATOR)
+    session = onnxruntime.InferenceSession(str(tmp_path / "builtin" / "models" / "tinycnn.onnx"))
+    rng = np.random.default_rng(1)
+    for folder in ("builtin", "user"):
+        (tmp_path / folder / "data" / "npz").mkdir()
+    for i in range(10):
+        x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+        label = int(np.argmax(session.run(None, {"input": x})[0])) if i % 3 else 0  # some labels wrong
+        for folder in ("builtin", "user"):
+            np.savez(tmp_path / folder / "data" / "npz" / f"s{i:02}.npz", input=x, label=np.int64(label))
+    values = {}
+    for folder, spec in (("builtin", builtin), ("user", user)):
+        compiled = qas("compile", str(spec))
+        assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+        out = tmp_path / folder / "autosearch_output"
+        run_script(next(out.glob("*_autosearch.py")))
+        best = json.loads((out / "best_config.json").read_text())
+        values[folder] = (best["float_score"], best["value"])
+    assert values["builtin"] == pytest.approx(values["user"])
+    assert 0 < values["builtin"][0] < 1  # some labels are wrong: the float model's top1 is a real accuracy
+    seen = [json.loads(line) for line in (tmp_path / "user" / "seen.jsonl").read_text().splitlines()]
+    out = (tmp_path / "user" / "autosearch_output").resolve()
+    assert {cwd for cwd, _ in seen} == {str(out)}  # the working directory is the output folder
+    assert seen[0][1] == str((tmp_path / "user" / "models" / "tinycnn.onnx").resolve())  # the float model first
+    assert all(Path(p).is_absolute() and Path(p).parent == out for _, p in seen[1:])
