@@ -26,6 +26,7 @@ from .pipeline import Result, compile_spec
 from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
 from .report import build_report, report_text, write_report_files
+from .report.status import JSON_KEYS as STATUS_KEYS
 from .report.status import status_text
 from .runner import manifest_target, record, run_search
 from .runtime.lock import holder as lock_holder
@@ -440,6 +441,7 @@ def sensitivity_command(
     import subprocess
 
     from .runtime.contract import ENGINES, SENSITIVITY_FILE
+    from .runtime.sensitivity import ranking_lines
 
     _require_file(spec)
     interpreter = python or sys.executable
@@ -462,17 +464,13 @@ def sensitivity_command(
     if ran.returncode != 0:
         raise typer.Exit(ran.returncode)
     data = json.loads((result.out_dir / SENSITIVITY_FILE).read_text(encoding="utf-8"))
-    total = sum(max(g["score"], 0.0) for g in data["groups"]) or 1.0
-    typer.echo(f"sensitivity ({data['method']} error at the output removed by keeping a group in float; "
-               f"quantized base error {data['baseline_error']:.4g}):")
-    for rank, group in enumerate(data["groups"][:top], 1):
-        nodes = "" if group["nodes"] == [group["name"]] else f"  [{', '.join(group['nodes'])}]"
-        typer.echo(f"  {rank:>3}. {group['name']:<24} {group['score']:>10.4g}  {100 * max(group['score'], 0) / total:5.1f}%"
-                   + nodes)
-    cost = data["cost"]
-    typer.echo(f"cost: 1 quantization ({cost['quantize_s']:g} s) + {cost['inferences']} inferences "
-               f"({cost['candidates']} candidates, {cost['infer_s']:g} s); "
-               f"{_display_name(result.out_dir / SENSITIVITY_FILE)}", err=True)
+    *ranking, cost = [line for line in ranking_lines(data, top) if not line.startswith("note: ")]
+    typer.echo("sensitivity: " + ranking[0])
+    for line in ranking[1:]:
+        typer.echo(line)
+    for line in data.get("notes", []):
+        typer.echo(f"note: {line}")
+    typer.echo(f"{cost}; {_display_name(result.out_dir / SENSITIVITY_FILE)}", err=True)
 
 
 @app.command("report", cls=Command)
@@ -531,8 +529,7 @@ def status_command(
     if isinstance(report, str):
         _fail(report, fmt)
     if fmt is Format.json:
-        keys = ("name", "budget", "trials", "budget_reached", "best", "workers", "all_trials")
-        sys.stdout.write(json.dumps({"ok": True, **{k: report[k] for k in keys}}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"ok": True, **{k: report[k] for k in STATUS_KEYS}}, indent=2) + "\n")
         return
     sys.stdout.write(status_text(report))
 

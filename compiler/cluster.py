@@ -10,14 +10,38 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from .durations import seconds
 from .model import KubernetesSpec, SlurmSpec, Spec
-from .resolved import device_index, seconds
+from .resolved import device_index
 from .runtime.contract import EXIT_USAGE
 
 GPU_RESOURCES = {"cuda": "nvidia.com/gpu", "rocm": "amd.com/gpu"}
 SECRET_KEY = "url"  # the key of the storage URL in the Kubernetes Secret
 INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 NAME_LIMIT = 63  # a Kubernetes label value, and the Job's name (its pods' hostnames carry it)
+
+
+# Folders of the image a claim mounted at workdir would hide (the root, the system's and its programs' folders) ...
+SYSTEM_FOLDERS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+                            "/opt", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var", "/usr/bin",
+                            "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/local", "/usr/sbin",
+                            "/usr/share", "/usr/local/bin", "/usr/local/lib", "/usr/local/lib64", "/usr/local/sbin",
+                            "/usr/local/share", "/var/cache", "/var/lib", "/var/log", "/var/run", "/opt/conda"})
+# ... and the folders no workspace belongs in at any depth (the kernel's, the system's configuration and programs).
+SYSTEM_TREES = ("/bin/", "/boot/", "/dev/", "/etc/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/proc/", "/run/",
+                "/sbin/", "/sys/")
+
+
+def pod_path(workdir: str, relative: str = ".") -> str:
+    """workdir as written (absolute) and a path relative to it in; the normalized absolute path in the pod out. The one
+    path function of the Job: its mountPath and its workingDir both come from here."""
+    joined = posixpath.normpath(posixpath.join(workdir, relative))
+    return "/" + joined.lstrip("/")  # normpath keeps a leading "//"
+
+
+def system_folder(path: str) -> bool:
+    """A normalized pod path in; True when it is the root or a folder of the image's system (SYSTEM_FOLDERS / TREES)."""
+    return path in SYSTEM_FOLDERS or path.startswith(SYSTEM_TREES)
 
 
 def k8s_file(name: str) -> str:
@@ -68,9 +92,9 @@ def _kubernetes(spec: Spec, k: KubernetesSpec, output_dir: str, script: str) -> 
         "secret_key": SECRET_KEY,
         "url_env": spec.storage.url_env,
         "index_field": INDEX_ANNOTATION,
-        "workdir": k.workdir,
+        "workdir": pod_path(k.workdir),
         "volume_claim": k.volume_claim,
-        "working_dir": posixpath.normpath(posixpath.join(k.workdir, output_dir)),
+        "working_dir": pod_path(k.workdir, output_dir),
         "command": [k.python, script, "--worker", "--worker-index", "$(JOB_COMPLETION_INDEX)"],
     }
 

@@ -77,6 +77,9 @@ CODES: dict[str, Code] = _registry(
     Code("QAS331", E, "storage grace period not longer than its heartbeat"),
     Code("QAS332", E, "launch files need a shared storage (storage.url_env)"),
     Code("QAS333", E, "launch option does not fit the spec"),
+    Code("QAS334", E, "storage.url_env names a variable the system or a launcher sets"),
+    Code("QAS335", E, "kubernetes workdir is the root or a system folder"),
+    Code("QAS336", E, "password written in the spec"),
     # sensitivity-guided mixed precision (keep_float.blocks, .sensitivity, .search)
     Code("QAS340", E, "keep_float block pattern matches no node"),
     Code("QAS341", E, "keep_float block pattern is not a regular expression"),
@@ -131,6 +134,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS801", E, "generated script was edited by hand"),
     Code("QAS802", E, "output file was not written by qas"),
     Code("QAS803", E, "output file cannot be written"),
+    Code("QAS804", E, "output folder belongs to another spec"),
 )
 
 

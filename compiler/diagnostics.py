@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from .codes import CODES, Severity, severity_of
+from .secret_text import secret_kind
 
 YamlPath = tuple[str | int, ...]
 
@@ -20,6 +21,8 @@ def format_path(path: YamlPath) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif secret_kind(part) is not None:  # a key that holds a database URL or password (QAS330, QAS336)
+            out += "[<a key holding a secret, not shown>]"
         elif _IDENT.match(part):
             out += f".{part}"
         else:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .durations import seconds
 from .images import image_files
 from .model import Spec
 from .presets import preset_config
@@ -112,16 +113,6 @@ def quark_runs_search(record: Engine) -> bool:
 def max_failures(spec: Spec) -> int:
     """The spec's max_failures, or the contract's default when it writes none."""
     return spec.search.max_failures if spec.search.max_failures is not None else DEFAULT_MAX_FAILURES
-
-
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
-
-
-def seconds(duration: float | str | None) -> float | None:
-    """A duration as the schema allows it (a number of seconds, or "90s" / "10m" / "2h") in; seconds out."""
-    if duration is None or isinstance(duration, (int, float)):
-        return None if duration is None else float(duration)
-    return float(duration[:-1]) * DURATION_UNITS[duration[-1]]
 
 
 def storage_kind(spec: Spec) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +11,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from .diagnostics import Diagnostic, YamlPath, diag
+from .durations import seconds, words
 from .resources import load_schema
 from .schema_keys import SPEC_SCHEMA, placement
 from .source import non_finite_paths
@@ -24,19 +26,35 @@ PASSED_THROUGH = (("calibration", "args"), ("evaluation", "data", "args"))
 # JSON Schema counts 3.0 as an integer; a spec's integers are written as integers (the script gets an int).
 _STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine(
     "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
-_Validator = validators.extend(Draft202012Validator, type_checker=_STRICT_TYPES)
+_draft_maximum = Draft202012Validator.VALIDATORS["maximum"]
+
+
+def _maximum(validator: Any, maximum: Any, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """JSON Schema's maximum, also for a duration written as a string ("99999999999h"): one bound for every form."""
+    if isinstance(instance, str):
+        if not re.search(schema.get("pattern", ""), instance):
+            return  # badly formed: the pattern's error says so, once
+        value = seconds(instance)
+        if value is not None and value > maximum:
+            yield ValidationError(f"{instance!r} is more than {maximum} seconds")
+        return
+    yield from _draft_maximum(validator, maximum, instance, schema)
+
+
+_Validator = validators.extend(Draft202012Validator, {"maximum": _maximum}, type_checker=_STRICT_TYPES)
 
 
 def check(data: Any) -> list[Diagnostic]:
     """Spec data in; every schema violation as a diagnostic out, in document order of paths."""
+    # Database URLs and passwords first, with their own code: no other message may repeat a value that holds one.
+    urls = list(database_urls(data))
     found = list(_non_string_keys(data, ()))
     found += [diag("QAS208", "NaN and infinity are not allowed in a spec", p,
                    hint="write a finite number") for p in non_finite_paths(data)]
     found += list(_unusable_values(data, ()))
-    if found:
+    found = urls + [d for d in found if not covers(urls, d.path)]
+    if len(found) > len(urls):
         return found
-    urls = list(database_urls(data))  # refused with their own code, not as unknown keys or bad values
-    found += urls
     validator = _Validator(load_schema(SPEC_SCHEMA))
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     # One typo, one error: a required key an unknown key stands for is not reported missing as well.
@@ -119,6 +137,9 @@ def _translate(error: ValidationError, meant: set[YamlPath]) -> list[Diagnostic]
                      hint=did_you_mean(str(instance), error.validator_value))]
     if kind == "const":
         return [diag("QAS204", f"{where} must be {error.validator_value!r}", path)]
+    if kind == "maximum" and _is_duration(schema):  # the one message for both forms, naming the maximum
+        return [diag("QAS205", f"{where} must be at most {error.validator_value} seconds "
+                               f"({words(error.validator_value)}), not {instance!r}", path, hint=_field_hint(schema))]
     if kind in {"minimum", "maximum", "exclusiveMinimum"} and isinstance(instance, (int, float)):
         bound = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "above"}[kind]
         return [diag("QAS205", f"{where} must be {bound} {error.validator_value!r}, not {instance!r}", path,
@@ -161,6 +182,12 @@ def _alternatives(error: ValidationError, path: YamlPath, where: str) -> Diagnos
                     hint=f"add {names}")
     # exactly one alternative given but it failed: its own errors say why
     return diag("QAS205", f"{where}: {error.message}", path)
+
+
+def _is_duration(schema: dict[str, Any]) -> bool:
+    """True for a duration field: a number of seconds or a string with a unit (its pattern ends in s, m or h)."""
+    types = schema.get("type")
+    return isinstance(types, list) and "string" in types and str(schema.get("pattern", "")).endswith("(s|m|h)$")
 
 
 def _wants_integer(expected: Any) -> bool:

@@ -15,6 +15,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from . import yaml_limits
 from .diagnostics import Diagnostic, YamlPath, diag
+from .secret_text import secret_kind
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ def load(path: Path) -> tuple[Document | None, list[Diagnostic]]:
     except DuplicateKeyError as exc:
         d = _mark_diag("QAS101", exc, "duplicate key")
         key = _duplicate_key_name(exc)
+        key = key if key is None or secret_kind(key) is None else "<a key holding a secret, not shown>"
         msg = f"duplicate key {key!r}: YAML keeps only one of them" if key else "duplicate key"
         return None, [Diagnostic(code=d.code, message=msg, line=d.line, col=d.col,
                                  hint="remove or rename one of the two entries")]

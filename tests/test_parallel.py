@@ -12,6 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from compiler.cluster import GPU_RESOURCES
+from compiler.diagnostics import to_items, to_text
 from compiler.emit import refuse_overwrites
 from compiler.pipeline import compile_spec
 from compiler.runtime.contract import DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS, ENGINES, study_file
@@ -199,3 +200,184 @@ def test_a_hostile_artifacts_path_reaches_the_script_and_manifest_only_as_data(t
     manifest = YAML(typ="safe").load(result.files["run_manifest.yaml"])
     assert manifest["outputs"]["study"]["artifacts"] == "../" + hostile
     assert "rm -rf" not in result.files["t_slurm.sh"]
+
+
+# --- Secrets anywhere in the spec (QAS330, QAS336) -----------------------------------------------------------------
+RICH_SPEC = """qas: 1
+name: t
+model: {model}
+calibration: {{reader: readers.py:Reader, args: {{source: calib, items: [a, b], nested: {{key: value}}}}}}
+evaluation: {{evaluator: evals.py:top1, higher_is_better: true, data: {{folder: {calib}, limit: 4}}}}
+search: {{preset: XINT8_SEARCH, n_trials: 3, sampler: TPE, trial_timeout: 10m, stop: {{timeout: 2h}}}}
+keep_float: {{nodes: [conv1], op_types: [Relu], subgraphs: [[conv1, relu1]], blocks: {{stem: ['^conv1$']}}}}
+device: cpu
+storage: {{url_env: QAS_STORAGE_URL, artifacts: /shared/x, heartbeat: 10s}}
+output:
+  dir: autosearch_output
+  temp_dir: autosearch_output/tmp
+  study_name: study
+  keep_models: best
+  launch: {{kubernetes: {{image: 'qas:1', namespace: ml, workdir: /workspace, python: python3}}, slurm: {{partition: gpu}}}}
+"""
+SECRETS = {"database": "postgresql://optuna:sentinel-password-7f3a@db.example.com/studies",
+           "dsn": "host=db.example.com dbname=studies user=optuna password=sentinel-password-7f3a",
+           "query": "study?password=sentinel-password-7f3a",
+           "userinfo": "https://optuna:sentinel-password-7f3a@example.com/data"}
+
+
+def _string_paths(value, path=()):
+    """Every string value's path and every mapping key's path (with True for a key) in a plain document."""
+    if isinstance(value, str):
+        yield path, False
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield path + (key,), True
+            yield from _string_paths(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _string_paths(item, path + (index,))
+
+
+def _replaced(document, path, is_key, secret):
+    import copy
+
+    out = copy.deepcopy(document)
+    parent = out
+    for step in path[:-1]:
+        parent = parent[step]
+    if is_key:
+        parent[secret] = parent.pop(path[-1])
+    else:
+        parent[path[-1]] = secret
+    return out
+
+
+def test_every_string_of_the_spec_is_checked_for_a_database_url_or_password(tmp_path: Path) -> None:
+    example = GOLDEN.parent / "specs" / "example"
+    document = YAML(typ="safe").load(RICH_SPEC.format(model=example / "models" / "tinycnn.onnx",
+                                                      calib=example / "data" / "calib"))
+    places = [p for p in _string_paths(document) if p[0] != ("qas",)]
+    assert len(places) > 60
+    for kind, secret in SECRETS.items():
+        for path, is_key in places:
+            spec = tmp_path / "spec.yaml"
+            spec.write_text(json.dumps(_replaced(document, path, is_key, secret)), encoding="utf-8")
+            result = compile_spec(spec, target_env(GOLDEN))
+            where = f"{kind} at {path}{' (key)' if is_key else ''}"
+            assert {"QAS330", "QAS336"} & set(codes(result)), where
+            shown = to_text(result.diagnostics, "spec.yaml") + json.dumps(to_items(result.diagnostics, "spec.yaml"))
+            assert "sentinel-password" not in shown, where
+            assert result.files == {} and not (tmp_path / "autosearch_output").exists(), where
+
+
+@pytest.mark.parametrize("body", [
+    "output: {study_name: 'postgresql://optuna:sentinel-password-7f3a@db/x'}",
+    "output: {dir: 'postgresql://optuna:sentinel-password-7f3a@db/x'}",
+    "output: {study_name: 'x?password=sentinel-password-7f3a'}",
+    "calibration: {reader: r.py:R, args: {dsn: 'host=db password=sentinel-password-7f3a'}}",
+    "calibration: {reader: r.py:R, args: {conn: {password: sentinel-password-7f3a}}}",
+])
+def test_a_url_or_password_outside_storage_is_refused_and_never_written(tmp_path: Path, body: str) -> None:
+    example = GOLDEN.parent / "specs" / "example"
+    text = spec_in(tmp_path, "search: {preset: XINT8_SEARCH, n_trials: 3}\n").read_text(encoding="utf-8")
+    if body.startswith("calibration"):
+        text = text.replace(f"calibration:\n  folder: {example / 'data' / 'calib'}\n  limit: 8\n", "")
+    (tmp_path / "spec.yaml").write_text(text + body + "\n", encoding="utf-8")
+    ran = qas("compile", str(tmp_path / "spec.yaml"), "--target-env", str(GOLDEN / "target_env.json"))
+    shown = ran.stdout + ran.stderr
+    assert ran.returncode == 1 and ("QAS330" in shown or "QAS336" in shown), shown
+    assert "sentinel-password" not in ran.stdout + ran.stderr
+    assert not any(p.is_file() for p in tmp_path.rglob("*") if p.name != "spec.yaml")
+
+
+# --- storage.url_env names a variable of the user's own (QAS334) ---------------------------------------------------
+@pytest.mark.parametrize("name", ["JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_ID", "PATH", "HOME",
+                                  "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PGPASSWORD",
+                                  "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "KUBERNETES_PORT",
+                                  "POSTGRES_SERVICE_HOST", "PBS_ARRAYID", "RANK", "QAS_CPUS", "path", "Ld_Preload"])
+def test_url_env_may_not_name_a_variable_the_os_or_a_launcher_owns(tmp_path: Path, name: str) -> None:
+    result = compile_spec(spec_in(tmp_path, "search: {preset: XINT8_SEARCH, n_trials: 3}\n"
+                                            f"storage: {{url_env: {name}}}\n"), target_env(GOLDEN))
+    assert codes(result) == ["QAS334"]
+    d = result.diagnostics[0]
+    assert d.path == ("storage", "url_env") and d.line == 9 and "QAS_STORAGE_URL" in d.hint
+
+
+@pytest.mark.parametrize("name", ["QAS_STORAGE_URL", "OPTUNA_DB_URL", "DATABASE_URL", "DB", "MY_PG_URL"])
+def test_url_env_of_the_users_own_is_accepted(tmp_path: Path, name: str) -> None:
+    result = compile_spec(spec_in(tmp_path, "search: {preset: XINT8_SEARCH, n_trials: 3}\n"
+                                            f"storage: {{url_env: {name}}}\n"), target_env(GOLDEN))
+    assert result.ok, [d.message for d in result.diagnostics]
+
+
+# --- Durations: one maximum for every form (QAS205) -----------------------------------------------------------------
+DURATIONS = {  # field -> (YAML that sets it to {value}, its maximum in seconds)
+    "search.trial_timeout": ("search: {{preset: XINT8_SEARCH, n_trials: 3, trial_timeout: {value}}}\n", 604800),
+    "search.stop.timeout": ("search: {{preset: XINT8_SEARCH, n_trials: 3, stop: {{timeout: {value}}}}}\n", 31536000),
+    "storage.heartbeat": ("search: {{preset: XINT8_SEARCH, n_trials: 3}}\n"
+                          "storage: {{url_env: DB, heartbeat: {value}, grace_period: 604800}}\n", 86400),
+    "storage.grace_period": ("search: {{preset: XINT8_SEARCH, n_trials: 3}}\n"
+                             "storage: {{url_env: DB, grace_period: {value}}}\n", 604800),
+    "output.launch.slurm.time": ("search: {{preset: XINT8_SEARCH, n_trials: 3}}\nstorage: {{url_env: DB}}\n"
+                                 "output: {{launch: {{slurm: {{time: {value}}}}}}}\n", 31536000),
+}
+
+
+@pytest.mark.parametrize("field", sorted(DURATIONS))
+def test_a_duration_has_the_same_maximum_in_every_form(tmp_path: Path, field: str) -> None:
+    body, maximum = DURATIONS[field]
+    for at_most in (maximum, f"{maximum}s", f"{maximum // 60}m", f"{maximum // 3600}h"):
+        result = compile_spec(spec_in(tmp_path, body.format(value=at_most)), target_env(GOLDEN))
+        assert result.ok, (at_most, [d.message for d in result.diagnostics])
+    for beyond in (maximum + 1, f"{maximum + 1}s", f"{maximum // 60 + 1}m", f"{maximum // 3600 + 1}h",
+                   "99999999999h", "9" * 400 + "s"):
+        result = compile_spec(spec_in(tmp_path, body.format(value=beyond)), target_env(GOLDEN))
+        assert codes(result) == ["QAS205"], (beyond, [d.message for d in result.diagnostics])
+        d = result.diagnostics[0]
+        assert f"{field} must be at most {maximum} seconds" in d.message and d.path == tuple(field.split(".")), d
+
+
+# --- Kubernetes paths: one normalization, no mount over the image, the output folder inside the mount --------------
+@pytest.mark.parametrize("workdir", ["/", "/a/../..", "//", "/workspace/..", "/usr", "/usr/lib/", "/etc/qas",
+                                     "/proc/1", "/opt", "/var/lib"])
+def test_a_workdir_that_is_the_root_or_a_system_folder_is_refused(tmp_path: Path, workdir: str) -> None:
+    result = compile_spec(spec_in(tmp_path, "search: {preset: XINT8_SEARCH, n_trials: 3}\nstorage: {url_env: DB}\n"
+                                            "output: {launch: {kubernetes: {image: 'qas:1', volume_claim: ws, "
+                                            f"workdir: '{workdir}'}}}}}}\n"), target_env(GOLDEN))
+    assert codes(result) == ["QAS335"], [d.message for d in result.diagnostics]
+    assert result.diagnostics[0].path == ("output", "launch", "kubernetes", "workdir")
+
+
+@pytest.mark.parametrize("workdir, mount", [("/workspace", "/workspace"), ("/data/../workspace/", "/workspace"),
+                                            ("//srv//qas/.", "/srv/qas"), ("/usr/src/app", "/usr/src/app")])
+def test_mount_path_and_working_dir_come_from_one_normalized_path(tmp_path: Path, workdir: str, mount: str) -> None:
+    result = compile_spec(spec_in(tmp_path, "search: {preset: XINT8_SEARCH, n_trials: 3}\nstorage: {url_env: DB}\n"
+                                            "output: {launch: {kubernetes: {image: 'qas:1', volume_claim: ws, "
+                                            f"workdir: '{workdir}'}}}}}}\n"), target_env(GOLDEN))
+    assert result.ok, [d.message for d in result.diagnostics]
+    container = YAML(typ="safe").load(result.files["t_k8s_job.yaml"])["spec"]["template"]["spec"]["containers"][0]
+    assert container["volumeMounts"][0]["mountPath"] == mount
+    assert container["workingDir"] == mount + "/autosearch_output"
+
+
+@pytest.mark.parametrize("out", ["/tmp/qas-k8s-elsewhere", "../elsewhere"])
+def test_an_output_folder_outside_the_pods_mount_is_refused(tmp_path: Path, out: str) -> None:
+    (tmp_path / "spec").mkdir()
+    spec = spec_in(tmp_path / "spec", "search: {preset: XINT8_SEARCH, n_trials: 3}\nstorage: {url_env: DB}\n"
+                                      f"output: {{dir: '{out}', allow_outside_workspace: true, "
+                                      "launch: {kubernetes: {image: 'qas:1'}}}\n")
+    result = compile_spec(spec, target_env(GOLDEN))
+    assert codes(result) == ["QAS302"], [d.message for d in result.diagnostics]
+    assert result.diagnostics[0].path == ("output", "dir") and "/workspace" in result.diagnostics[0].message
+    slurm_only = spec.read_text(encoding="utf-8").replace("kubernetes: {image: 'qas:1'}", "slurm: {partition: gpu}")
+    spec.write_text(slurm_only, encoding="utf-8")
+    assert compile_spec(spec, target_env(GOLDEN)).ok  # a SLURM job runs where the output folder is
+
+
+@pytest.mark.parametrize("text", ["host=gpu1 port=8080", "https://registry.example.com:5000/pkg@1.0", "data/user=bob",
+                                  "git+ssh://git@github.com/org/repo@v1", "models/tinycnn.onnx", "evals.py:top1",
+                                  "^conv[0-9]+$", "https://example.com/data?format=npz"])
+def test_strings_that_hold_no_secret_are_not_taken_for_one(text: str) -> None:
+    from compiler.secret_text import secret_kind
+
+    assert secret_kind(text) is None

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 
 from compiler.pipeline import compile_spec
 from compiler.runtime.patterns import PatternError, block_pattern
-from compiler.runtime.sensitivity import group_nodes
+from compiler.runtime.sensitivity_rank import group_nodes
 
 from .conftest import GOLDEN, target_env
 
@@ -95,8 +95,8 @@ def test_compile_without_re2_in_the_target_says_what_to_install(tmp_path: Path) 
 
 
 def test_the_runtime_groups_nodes_with_the_same_engine() -> None:
-    names = [LONG, "relu1", "conv1"]
-    assert group_nodes(names, {"odd": ["(a+)+$"], "relus": [NESTED], "any": ["(.*)" * 150 + "1$"]}) == {
+    candidates = {name: [name] for name in (LONG, "relu1", "conv1")}  # each candidate's float nodes
+    assert group_nodes(candidates, {"odd": ["(a+)+$"], "relus": [NESTED], "any": ["(.*)" * 150 + "1$"]}) == {
         LONG: [LONG], "relus": ["relu1"], "any": ["conv1"]}
 
 

@@ -2,8 +2,10 @@
 
 QAS326: the engine cannot run workers or keep its study elsewhere (AutoSearchPro: Quark's n_jobs > 1
 crashes, F2, and its study is SQLite in the output folder); QAS331: a grace period not longer than the
-heartbeat; QAS332: launch files without a shared storage; QAS333: a launch option that does not fit the
-device; QAS302: a relative artifacts folder outside the spec's folder; QAS202: kubernetes without an image.
+heartbeat; QAS334: storage.url_env names a variable the system or a launcher owns; QAS332: launch files
+without a shared storage; QAS333: a launch option that does not fit the device; QAS302: a relative
+artifacts folder outside the spec's folder, or an output folder outside it with kubernetes launch files;
+QAS335: a kubernetes workdir that is the root or a system folder; QAS202: kubernetes without an image.
 The database URL itself never reaches here (the schema stage refuses it, QAS330).
 """
 
@@ -13,7 +15,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..cluster import pod_path, system_folder
 from ..diagnostics import Diagnostic, diag
+from ..env_names import owner
 from ..model import KubernetesSpec, SlurmSpec, Spec
 from ..resolved import device_index, engine, heartbeat_and_grace, spec_path
 from ..runtime.contract import DEFAULT_ENGINE, ENGINES, Engine
@@ -68,6 +72,11 @@ def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
 
 def _url_storage(spec: Spec) -> Iterator[Diagnostic]:
     s = spec.storage
+    taken = owner(s.url_env)
+    if taken is not None:
+        yield diag("QAS334", f"storage.url_env {s.url_env!r} is a variable {taken} sets or reads: every program in the "
+                             "worker would see the database URL in it (and print it in its messages), or overwrite it",
+                   s.path + ("url_env",), hint="name a variable of your own, e.g. url_env: QAS_STORAGE_URL")
     heartbeat, grace = heartbeat_and_grace(spec)
     if grace <= heartbeat:
         at = s.path + ("grace_period",) if s.grace_period is not None else s.path + ("heartbeat",)
@@ -84,9 +93,11 @@ def _url_storage(spec: Spec) -> Iterator[Diagnostic]:
 
 
 def _target(spec: Spec, target: KubernetesSpec | SlurmSpec) -> Iterator[Diagnostic]:
-    if isinstance(target, KubernetesSpec) and target.image is None:
-        yield diag("QAS202", "output.launch kubernetes needs an image", target.path,
-                   hint="write output.launch: {kubernetes: {image: <an image with Python and the script's packages>}}")
+    if isinstance(target, KubernetesSpec):
+        if target.image is None:
+            yield diag("QAS202", "output.launch kubernetes needs an image", target.path, hint="write output.launch: "
+                       "{kubernetes: {image: <an image with Python and the script's packages>}}")
+        yield from _pod_folders(spec, target)
     if target.gpus is None:
         return
     at = target.path + ("gpus",)
@@ -98,3 +109,21 @@ def _target(spec: Spec, target: KubernetesSpec | SlurmSpec) -> Iterator[Diagnost
         yield diag("QAS333", f"device {spec.device} needs at least {index + 1} GPUs per worker, gpus is {target.gpus}",
                    at, hint=f"set gpus to {index + 1}, or use device {spec.device.split(':')[0]}:0 (each worker "
                             "counts its own GPUs from 0)")
+
+
+def _pod_folders(spec: Spec, k: KubernetesSpec) -> Iterator[Diagnostic]:
+    """workdir is a folder of its own (not the root nor one of the image's), and the output folder is inside the spec's
+    folder, the only one the pods have (at workdir): the Job's workingDir must be a folder they can see."""
+    mount = pod_path(k.workdir)
+    if system_folder(mount):
+        what = "the pod's root" if mount == "/" else f"the image's system folder {mount}"
+        written = f" ({k.workdir!r} as written)" if mount != k.workdir else ""
+        harm = "mounted there would hide the image beneath it" if k.volume_claim else "cannot live there"
+        yield diag("QAS335", f"kubernetes workdir is {what}{written}: the spec's folder {harm}",
+                   k.path + ("workdir",), hint="give the spec's folder a folder of its own, e.g. workdir: /workspace")
+    out = os.path.relpath(spec_path(spec, spec.output.dir), spec.workspace).replace(os.sep, "/")
+    if out == ".." or out.startswith("../") or os.path.isabs(out):
+        yield diag("QAS302", f"output.dir {spec.output.dir!r} is outside the spec's folder, the only folder the "
+                             f"kubernetes pods have (at {mount}): the workers would not find the script there",
+                   spec.output.path + ("dir",), hint="keep output.dir inside the spec's folder for kubernetes launch "
+                                                     "files, e.g. autosearch_output")

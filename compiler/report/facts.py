@@ -35,7 +35,8 @@ from ..runtime.contract import TASK_METRICS
 from ..runtime.objectives import distinct
 from .manifest import first_line, load_manifest
 from .objectives import objectives_view, recommend, stopped_record
-from .studies import importances, load_studies
+from .status import search_state
+from .studies import heartbeat_ages, importances, load_studies
 
 TOP_N = 5
 
@@ -44,12 +45,14 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     """Output dir in; the report as plain JSON-ready data out, or a one-line error (no manifest, no study, ...)."""
     from optuna.trial import TrialState
 
+    from ..runtime.lock import holder
+
     manifest = load_manifest(out_dir / MANIFEST_FILE)
     if isinstance(manifest, str):
         return manifest
     facts = manifest["outputs"]["study"]
     grid_name = facts["name"] + GRID_STUDY_SUFFIX
-    loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name, facts.get("url_env"))
+    loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name, facts.get("url_env"), manifest["engine"])
     if isinstance(loaded, str):
         return loaded
     (main, main_trials), (grid, grid_trials) = loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
@@ -78,19 +81,25 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "interrupted": sum(1 for r in rows if r.trial.state == TrialState.FAIL) - len(failed),
         "running": sum(1 for r in rows if r.trial.state == TrialState.RUNNING),
         "pruned": sum(1 for r in rows if r.trial.state == TrialState.PRUNED),
-        "waiting": sum(1 for r in rows if r.trial.state == TrialState.WAITING),
+        "waiting": sum(1 for r in rows if r.trial.state == TrialState.WAITING),  # queued slots, not trials run
         "retried": sum(1 for r in rows if ATTR_RETRIED_FROM in r.trial.user_attrs),
         "reused": sum(1 for r in complete if ATTR_REUSED_FROM in r.trial.user_attrs),
-        "total": len(rows),
+        "total": sum(1 for r in rows if r.trial.state != TrialState.WAITING),  # trials run (or running)
     }
-    if counts["running"]:
-        notes.append(f"{counts['running']} trial(s) still RUNNING: the search is going on, or was killed")
+    alive = _liveness(rows, facts)
+    gone = sum(1 for found in alive.values() if found["alive"] is False)
+    if gone:
+        notes.append(f"{gone} trial(s) left RUNNING by a worker that is gone: the next worker to start takes "
+                     f"{'it' if gone == 1 else 'them'} back (re-run to resume)")
+    if counts["running"] > gone:
+        notes.append(f"{counts['running'] - gone} trial(s) still RUNNING: the search is going on")
     budget, sampler = manifest["budget"], manifest["search"].get("sampler")
     # with sampler Grid the configurations are the trials, and engine qas keeps them in the grid study
     counted = counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid" else counts["complete_sampler"]
 
     best_config_name = manifest["outputs"].get("best_config", BEST_CONFIG_FILE)
     saved = _load_json(out_dir / best_config_name)
+    best_config_state = "absent" if saved is None else "unreadable" if isinstance(saved, str) else "written"
     if isinstance(saved, str):
         notes.append(saved)
         saved = None
@@ -123,7 +132,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     float_score = _float_score(higher_is_better, [main, grid], saved)
     if best is not None:
         best["score"] = _score(best["value"], float_score, higher_is_better)
-    return {
+    report = {
         "out_dir": str(out_dir),
         "name": manifest["name"],
         "engine": manifest["engine"],
@@ -145,6 +154,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "objectives": objectives_view(saved, recommended, out_dir),
         "best": best,
         "best_config_agrees": agrees,
+        # absent (not written yet: the search writes it when it ends), unreadable, agrees or disagrees
+        "best_config": best_config_state if best_config_state != "written" else "agrees" if agrees else "disagrees",
         "top5": [{"number": r.trial.number, "value": _value(r.trial), "stage": r.stage, "params": r.trial.params,
                   "score": _score(_value(r.trial), float_score, higher_is_better),
                   "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
@@ -156,10 +167,46 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "importances": found,
         "importances_study": source.study_name if found else None,
         "workers": _workers(rows),
-        "all_trials": [_trial_row(r, numbers) for r in rows],
+        "all_trials": [_trial_row(r, numbers) | alive.get((r.study, r.trial.number), {}) for r in rows],
+        "launcher": holder(out_dir / facts["db"]),  # the live process that runs the search here, if any
         "sensitivity": _sensitivity(out_dir, saved),
         "notes": notes,
     }
+    return report | {"state": search_state(report)}
+
+
+def _liveness(rows: list[_Row], facts: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each RUNNING trial's worker, alive or gone: {"alive": True | False | None (cannot tell), "why": ...}. On
+    PostgreSQL the age of its heartbeat against the grace period; on this machine, whether the worker's process
+    holds its lock (lock.worker_is_dead); a journal's worker on another machine cannot be told."""
+    from ..runtime.contract import DEFAULT_GRACE_SECONDS
+    from ..runtime.lock import worker_is_dead
+
+    running = [r for r in rows if r.trial.state.name == "RUNNING"]
+    if not running:
+        return {}
+    url_env = facts.get("url_env")
+    ages = heartbeat_ages(url_env, sorted({r.study for r in running})) if url_env else {}
+    grace = facts.get("grace_period_s") or DEFAULT_GRACE_SECONDS
+    found = {}
+    for r in running:
+        worker = r.trial.user_attrs.get(ATTR_WORKER)
+        age = ages.get((r.study, r.trial.number))
+        dead = worker_is_dead(worker) if isinstance(worker, str) else None
+        pid = worker.rsplit(":", 1)[-1] if isinstance(worker, str) else "?"
+        if dead:
+            entry = {"alive": False, "why": f"its process {pid} has ended"}
+        elif age is not None and age > grace:
+            entry = {"alive": False, "why": f"no heartbeat for {age:.0f} s (grace period {grace:g} s)"}
+        elif dead is False or age is not None:
+            entry = {"alive": True, "why": f"process {pid} runs" if dead is False else f"heartbeat {age:.0f} s ago"}
+        elif worker is None:
+            entry = {"alive": None, "why": "no worker recorded"}
+        else:
+            entry = {"alive": None, "why": "on another machine, with no heartbeat to tell" if not url_env
+                     else "no heartbeat recorded yet"}
+        found[(r.study, r.trial.number)] = entry | {"heartbeat_age": age}
+    return found
 
 
 def _distinct(ranked: list[_Row]) -> list[tuple[_Row, list[int]]]:
@@ -210,7 +257,9 @@ def _sensitivity(out_dir: Path, saved: dict[str, Any] | None) -> dict[str, Any] 
         return None
     stem = (out_dir / SENSITIVITY_FILE).with_suffix("")
     return {"method": data.get("method"), "samples": data.get("samples"), "baseline_error": data.get("baseline_error"),
-            "cost": data.get("cost"), "top": [{"name": g.get("name"), "score": g.get("score")} for g in data["groups"][:TOP_N]],
+            "cost": data.get("cost"), "notes": data.get("notes") or [],
+            "top": [{"name": g.get("name"), "score": g.get("score"), "noise": g.get("noise"),
+                     "above_noise": g.get("above_noise", True)} for g in data["groups"][:TOP_N]],
             "charts": [f"{stem.name}{ext}" for ext in (".html", ".png") if stem.with_suffix(ext).is_file()],
             "winner_keeps": (saved or {}).get("keep_float")}
 

@@ -31,8 +31,10 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
     stopped = r.get("stopped")
     trials += (f" (stopped: {stopped['reason']})" if stopped else " (budget reached)" if r["budget_reached"]
                else " (budget NOT reached)")
-    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "waiting", "pruned") if t.get(k)]
-    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials recorded"
+    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "pruned") if t.get(k)]
+    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials run"  # queued slots are not trials
+    if t.get("waiting"):
+        trials += f", {t['waiting']} slot(s) queued, not yet run"
     if t["reused"]:
         trials += f"; {t['reused']} reused an earlier score"
     facts = [
@@ -59,8 +61,8 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         facts.append(("winner", _file(best["model"], best["model_bytes"], gb)))
         if best["best_model"] is not None:
             facts.append(("best_model", _file(best["best_model"], best["best_model_bytes"], gb)))
-        facts.append(("best_config", "agrees with the study" if r["best_config_agrees"]
-                      else "does NOT agree with the study (see notes)"))
+        facts.append(("best_config", BEST_CONFIG_STATES[r.get("best_config") or
+                                                        ("agrees" if r["best_config_agrees"] else "disagrees")]))
         if best["config"] is not None:
             config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
     else:
@@ -89,6 +91,12 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+BEST_CONFIG_STATES = {  # report["best_config"] in words
+    "agrees": "agrees with the study",
+    "disagrees": "does NOT agree with the study (see notes)",
+    "absent": "not written yet (the search writes it when it ends; re-run to resume an interrupted one)",
+    "unreadable": "unreadable (see notes)",
+}
 MAXIMIZED = {"cos", "psnr", "ssim"}  # Quark's built-in metrics that grow as the outputs get closer
 
 
@@ -246,11 +254,13 @@ def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:
     if sens is None:
         return []
     cost = sens.get("cost") or {}
-    top = ", ".join(f"{g['name']} {_num(g['score'])}" for g in sens["top"])
+    top = ", ".join(f"{g['name']} {_num(g['score'])}" + ("" if g.get("above_noise", True) else " (within noise)")
+                    for g in sens["top"])
     out = [("sensitivity", f"{sens['method']} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
                            f"most sensitive: {top}; cost {cost.get('quantizations', '?')} quantization "
                            f"({_num(cost.get('quantize_s'))} s) + {cost.get('inferences', '?')} inferences "
                            f"({_num(cost.get('infer_s'))} s)" + (f"; charts {', '.join(sens['charts'])}" if sens["charts"] else ""))]
+    out += [("sensitivity note", note) for note in sens.get("notes") or []]
     keeps = sens.get("winner_keeps")
     if keeps:
         out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {keeps.get('choice')})"))

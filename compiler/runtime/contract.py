@@ -55,6 +55,9 @@ FLOAT_SIZE_ATTR = "float_size"  # sampler-study attribute: the float model's byt
 # lock when a stop rule fires; every worker reads it before claiming a slot, and the search counts as ended
 STOPPED_ATTR = "stopped"
 STARTED_ATTR = "started_at"  # sampler-study attribute: epoch seconds of the first claimed trial (search.stop.timeout)
+# study attribute qas writes on each study it creates (its role: STAGE_GRID | STAGE_SAMPLER), so a study another
+# program made under the same name is told apart (studies from before it carry qas's trial attributes instead)
+QAS_STUDY_ATTR = "qas_study"
 
 # --- Trial user attributes -------------------------------------------------------------------------
 ATTR_STAGE = "stage"  # STAGE_GRID | STAGE_SAMPLER

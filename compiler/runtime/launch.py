@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 import traceback
 
 from . import contract, lock, stopping
 from .checks import check_device, check_model, check_packages
 from .console import route_library_output, set_tag, warn
 from .lock import release_worker_lock
+from .redact import scrubbed
 from .roles import Role, default_index
 from .settings import Settings
 from .workers import apply_share
@@ -81,10 +84,12 @@ def main(settings: Settings, argv: list[str] | None = None) -> int:
         warn("qas: interrupted; re-run to resume")
         return contract.EXIT_INTERRUPTED
     except Exception as error:  # noqa: BLE001 - a bug or an environment fault: say so, keep the traceback
-        traceback.print_exc()  # into the log (stderr), or here with --verbose
+        # A database error may quote what the driver read out of the storage URL: never its password.
+        url = os.environ.get(settings.storage.get("env") or "", "") if settings.storage_kind == "url" else ""
+        sys.stderr.write(scrubbed(traceback.format_exc(), url))  # into the log, or here with --verbose
         where = "above" if role.verbose else f"in {log}"
-        warn(f"qas: error: the search stopped on an unexpected {type(error).__name__}: {error}; "
-             f"the traceback is {where}")
+        warn(scrubbed(f"qas: error: the search stopped on an unexpected {type(error).__name__}: {error}; "
+                      f"the traceback is {where}", url))
         return contract.EXIT_FAILED
     finally:
         release_worker_lock()

@@ -75,6 +75,10 @@ class QuarkQuantizer:
         choice = config.pop("keep_float", None)
         extra = self.ranking.float_nodes(choice)["nodes"] if choice is not None and self.ranking is not None else []
         self.quantize(config, output, self.exclusions + [n for n in extra if n not in self.exclusions])
+        if extra:
+            from .sensitivity_graph import warn_if_quantized
+
+            warn_if_quantized(self.model_path, output, extra)
 
     def quantize(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
         from quark.onnx import ModelQuantizer

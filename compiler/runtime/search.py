@@ -22,7 +22,7 @@ from .artifacts import remove_artifact, store_artifact
 from .checks import fail
 from .console import say, warn
 from .latency import model_size
-from .sensitivity import suggest_keep_float
+from .sensitivity_search import suggest_keep_float
 from .settings import Settings
 from .slots import Slots
 from .space import config_key, pinned_stage2_space, suggest_config
@@ -33,7 +33,9 @@ from .storage import (
     check_study_storage,
     describe,
     is_storage_error,
+    mark_studies,
     open_storage_for,
+    refuse_foreign_studies,
     wait_between_polls,
 )
 
@@ -70,12 +72,14 @@ class Search:
         if names & {settings.study_name, settings.grid_study_name} and not settings.resume and not joining:
             fail(f"study {settings.study_name!r} already exists in {describe(settings)}; set output.resume: true "
                  "or move it away")
+        refuse_foreign_studies(storage, [settings.study_name, settings.grid_study_name], names, describe(settings))
         # one objective: direction= as ever; several (search.objectives): a multi-objective study
         directions = {"directions": settings.directions} if settings.multi_objective else {"direction": settings.direction}
         self.sampler_study = optuna.create_study(study_name=settings.study_name, storage=storage,
                                                  load_if_exists=True, **directions)
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
                                               load_if_exists=True, **directions)
+        mark_studies({contract.STAGE_SAMPLER: self.sampler_study, contract.STAGE_GRID: self.grid_study})
         ran = [t for t in self.sampler_study.get_trials(deepcopy=False) if t.state.name != "WAITING"]
         self.sampler_study.sampler = self._sampler(len(ran))  # queued slots are not draws
         self.slots = Slots(settings, storage, self.grid_study, self.sampler_study)

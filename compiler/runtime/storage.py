@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 from . import contract
 from .checks import fail
+from .redact import scrubbed, shown_url
 
 SCHEMA_LOCK_KEY = 0x716173  # "qas": the advisory lock around Optuna's table creation
 CONNECT_TIMEOUT_SECONDS = 10  # a host that drops packets is a lost storage after this, not a hang
@@ -34,7 +35,7 @@ def storage_url(env: str) -> str:
              f"postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE (from a secret, not the spec)")
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme not in POSTGRES_SCHEMES:
-        fail(f"${env} is not a PostgreSQL URL (it starts {scheme or url[:12]!r}); qas shares studies on "
+        fail(f"${env} is not a PostgreSQL URL (it holds {shown_url(url)}); qas shares studies on "
              "PostgreSQL: postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE")
     if scheme == "postgresql":  # SQLAlchemy's default driver is psycopg2; the one qas installs is psycopg 3
         url = "postgresql+psycopg" + url[len("postgresql"):]
@@ -42,10 +43,8 @@ def storage_url(env: str) -> str:
 
 
 def shown(url: str) -> str:
-    """A URL as it may be printed: the password replaced by ***."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
+    """A URL as it may be printed: the password replaced by *** (redact.shown_url)."""
+    return shown_url(url)
 
 
 def open_storage(kind: str, study_path: Path, env: str | None = None,
@@ -61,7 +60,7 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
         # An fcntl lock for the journal's appends: Optuna's own lock files outlive a SIGKILLed writer and block
         # every other worker for their 30 s grace period; the OS releases an fcntl lock at once.
         lock = FileLock(study_path.with_name(study_path.name + ".writelock"))
-        return optuna.storages.JournalStorage(JournalFileBackend(str(study_path), lock_obj=lock))
+        return optuna.storages.JournalStorage(guarded_journal(JournalFileBackend)(str(study_path), lock_obj=lock))
     if kind == "sqlite":
         return optuna.storages.RDBStorage(f"sqlite:///{study_path}")
     if kind == "url":
@@ -74,9 +73,111 @@ def open_storage(kind: str, study_path: Path, env: str | None = None,
                     grace_period=int(max(2, round(grace or contract.DEFAULT_GRACE_SECONDS))),
                     engine_kwargs={"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_SECONDS}})
         except Exception as error:  # noqa: BLE001 - a wrong host, password or database: say which, no traceback
-            fail(f"cannot open the study storage {shown(url)} (from ${env}): {type(error).__name__}: "
-                 f"{str(error).splitlines()[0] if str(error) else ''}")
+            fail(open_failure(url, env or "", error))
     raise ValueError(f"unknown storage kind {kind!r}")
+
+
+def open_failure(url: str, env: str, error: BaseException) -> str:
+    """The database URL, its variable and the error opening it in; what is wrong, for the script and `qas status`
+    and `qas report` alike (the password masked; PostgreSQL's own messages never hold it)."""
+    return f"cannot open the study storage {shown(url)} (from ${env}): {scrubbed(storage_error_text(error), url)}"
+
+
+def storage_error_text(error: BaseException) -> str:
+    """An error from opening or reading a database in; what went wrong, in words, out. Optuna wraps SQLAlchemy's
+    errors in StorageInternalError ("an exception is raised during the commit ..."), so the cause is read."""
+    cause: BaseException | None = error
+    while cause is not None and type(cause).__name__ == "StorageInternalError":
+        cause = cause.__cause__ or cause.__context__
+    cause = cause or error
+    text = str(getattr(cause, "orig", None) or cause).strip()
+    line = text.splitlines()[0] if text else type(cause).__name__
+    detail = line.split("FATAL:", 1)[1].strip() if "FATAL:" in line else line
+    if "password authentication failed" in detail:
+        return f"the password (or user) is wrong: {detail}; set the right one in the URL"
+    if "database" in detail and "does not exist" in detail:
+        return f"{detail} on that server; create it (createdb) or correct the database name in the URL"
+    if "role" in detail and "does not exist" in detail:
+        return f"{detail} on that server; correct the user in the URL"
+    if "permission denied" in detail:
+        return f"{detail}; the user needs the right to create and write Optuna's tables (a database it owns)"
+    if "Connection refused" in detail or "timeout expired" in detail or "could not translate host name" in detail:
+        return f"no PostgreSQL server answers there ({detail}); check the host and port, and that the server runs"
+    return f"{type(cause).__name__}: {detail}"
+
+
+def guarded_journal(backend: type) -> type:
+    """Optuna's JournalFileBackend class in; a subclass out that stops the search cleanly, naming the file and what to
+    do, when the journal is deleted, replaced, truncated or made unwritable under it while it runs. Optuna's own
+    would raise FileNotFoundError, PermissionError or JSONDecodeError mid-trial, silently recreate a deleted file on
+    its next append, or (truncated to fewer records than it had read) see no change again and wait forever."""
+
+    class GuardedJournalFileBackend(backend):  # type: ignore[misc, valid-type]
+        def __init__(self, file_path: str, lock_obj: Any = None) -> None:
+            super().__init__(file_path, lock_obj=lock_obj)
+            found = os.stat(file_path)
+            self._identity = (found.st_dev, found.st_ino)
+
+        def read_logs(self, log_number_from: int) -> Iterator[dict[str, Any]]:
+            self._check()
+            try:
+                yield from super().read_logs(log_number_from)
+            except (OSError, ValueError) as error:  # ValueError: JSONDecodeError, Optuna's "Invalid log format"
+                self._check()
+                journal_lost(self._file_path, f"cannot be read ({type(error).__name__}: {error})", KEEP_JOURNAL)
+
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            self._check()
+            try:
+                super().append_logs(logs)
+            except OSError as error:
+                self._check()
+                journal_lost(self._file_path, f"cannot be written ({type(error).__name__}: "
+                                              f"{error.strerror or error})",
+                             f"make it writable again (chmod u+w {self._file_path}; chattr -i if it was made "
+                             "immutable), then re-run to resume: the trials it holds are safe")
+
+        def _check(self) -> None:
+            """Stop unless the file is the one opened, and holds at least what was read of it."""
+            path = self._file_path
+            try:
+                found = os.stat(path)
+            except FileNotFoundError:
+                journal_lost(path, "was deleted while the search ran", RESTORE_JOURNAL)
+            except OSError as error:
+                journal_lost(path, f"cannot be read ({error.strerror or error})", KEEP_JOURNAL)
+            if (found.st_dev, found.st_ino) != self._identity:
+                journal_lost(path, "was replaced by another file while the search ran", RESTORE_JOURNAL)
+            read = max(getattr(self, "_log_number_offset", {0: 0}).values())
+            if found.st_size < read or (read and _byte_before(path, read) != b"\n"):
+                journal_lost(path, f"was truncated or rewritten while the search ran (it holds {found.st_size} "
+                                   f"bytes; this worker had read {read})", RESTORE_JOURNAL)
+
+    return GuardedJournalFileBackend
+
+
+RESTORE_JOURNAL = ("restore it from a copy and re-run to resume, or move it away and re-run to start the search over; "
+                   "the other workers stop too")
+KEEP_JOURNAL = "qas leaves it as it is: restore it from a copy, or move it away to start the search over"
+
+
+def _byte_before(path: str, offset: int) -> bytes:
+    """The byte at offset - 1 of a file: a newline where a record this worker read ended, unless it was rewritten."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset - 1)
+            return handle.read(1)
+    except OSError:  # gone since the stat: the next look says so
+        return b"\n"
+
+
+def journal_lost(path: str, what: str, todo: str) -> None:
+    """Stop the search (EXIT_FAILED) on a journal that changed under it: its path, what happened and what to do."""
+    from .checks import SearchError
+    from .console import warn
+
+    warn(f"qas: error: the study file {path} {what}; {todo}")
+    raise SearchError(contract.EXIT_FAILED)
 
 
 @contextlib.contextmanager
@@ -117,6 +218,41 @@ def describe(settings: Any) -> str:
     if settings.storage_kind == "url":
         return f"the database in ${settings.storage['env']}"
     return settings.study_db
+
+
+QAS_TRIAL_ATTRS = (contract.ATTR_STAGE, contract.ATTR_SLOT, contract.ATTR_WORKER)  # any of them: a qas trial
+
+
+def foreign_study_problem(name: str, where: str, study_attrs: dict[str, Any], trials: list[Any]) -> str | None:
+    """A study's name, where it is, its user attributes and trials in; why it is not a qas study (another program
+    made it under this name), or None. qas marks each study it creates (QAS_STUDY_ATTR) and each trial it runs or
+    queues (QAS_TRIAL_ATTRS); an empty unmarked study may be one another worker is creating now, so it passes."""
+    if contract.QAS_STUDY_ATTR in study_attrs or not trials:
+        return None
+    if any(key in t.user_attrs for t in trials for key in QAS_TRIAL_ATTRS):
+        return None  # written by a qas from before the study mark
+    return (f"study {name!r} in {where} is not a qas study: none of its {len(trials)} trial(s) carries qas's "
+            f"attributes ({', '.join(QAS_TRIAL_ATTRS)}), so another program wrote it under this name; qas leaves it "
+            "as it is: delete or rename that study (optuna delete-study, optuna.copy_study), or keep this search's "
+            "study elsewhere (another database in storage.url_env, or another output.study_name)")
+
+
+def refuse_foreign_studies(storage: Any, names: list[str], existing: set[str], where: str) -> None:
+    """Stop before the search touches a study of its name that another program made."""
+    for name in names:
+        if name in existing:
+            study_id = storage.get_study_id_from_name(name)
+            problem = foreign_study_problem(name, where, storage.get_study_user_attrs(study_id),
+                                            storage.get_all_trials(study_id, deepcopy=False))
+            if problem is not None:
+                fail(problem)
+
+
+def mark_studies(studies: dict[str, Any]) -> None:
+    """Mark the search's studies as qas's ({role: study} in), once: what foreign_study_problem looks for."""
+    for role, study in studies.items():
+        if contract.QAS_STUDY_ATTR not in study.user_attrs:
+            study.set_user_attr(contract.QAS_STUDY_ATTR, role)
 
 
 POLL_SECONDS = 1.0  # how often a worker waiting on other workers' trials looks again
