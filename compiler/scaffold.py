@@ -7,6 +7,7 @@ the spec's text is starter.starter_text's. Printing is the CLI's.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Callable
@@ -141,9 +142,10 @@ def convert_to_opset13(model: Path, target: Path) -> str | None:
 
 def convert_command(model: str) -> str:
     """The one-line command that does what --convert-opset does, for a user who prefers to run it alone."""
-    target = f"{PurePath(model).with_name(PurePath(model).stem + '_opset13.onnx').as_posix()}"
-    return (f"python -c \"import onnx, onnx.version_converter as v; onnx.save(v.convert_version(onnx.load("
-            f"{model!r}), 13), {target!r})\"")
+    target = PurePath(model).with_name(PurePath(model).stem + "_opset13.onnx").as_posix()
+    code = (f"import onnx, onnx.version_converter as v; onnx.save(v.convert_version(onnx.load({json.dumps(model)}), "
+            f"13), {json.dumps(target)})")
+    return "python -c " + shlex.quote(code)  # one shell word, whatever the path holds
 
 
 def _check_spec_path(spec: Path, model: Path, force: bool, shown: Callable[[Path], str]) -> Refused | None:

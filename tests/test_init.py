@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -269,7 +272,13 @@ def test_an_opset_11_model_is_offered_a_converted_copy(tmp_path: Path) -> None:
     plain = qas("init", "models/old.onnx", cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
     assert "note: the model is opset 11; per-channel quantization" in plain.stderr
-    assert "onnx.version_converter" in plain.stderr and "'models/old_opset13.onnx'" in plain.stderr
+    command = next(line for line in plain.stderr.splitlines() if "python -c" in line).strip()
+    assert command.startswith("python -c 'import onnx") and '"models/old_opset13.onnx"' in command
+    ran = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)), cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert ran.returncode == 0, ran.stderr  # the printed command converts the model as printed
+    assert {o.domain or "": o.version for o in onnx.load(str(tmp_path / "models" / "old_opset13.onnx")).opset_import}[""] == 13
+    (tmp_path / "models" / "old_opset13.onnx").unlink()
     assert load_valid(tmp_path / "spec.yaml")["model"] == "models/old.onnx"
     converted = qas("init", "models/old.onnx", "--convert-opset", "--force", cwd=tmp_path)
     assert converted.returncode == 0, converted.stderr
@@ -283,3 +292,19 @@ def test_an_opset_11_model_is_offered_a_converted_copy(tmp_path: Path) -> None:
     assert compiled.returncode == 0 and "QAS705" not in compiled.stderr + compiled.stdout, compiled.stderr
     again = qas("init", "models/old.onnx", "--convert-opset", "-o", "second.yaml", cwd=tmp_path)
     assert again.returncode == 1 and "old_opset13.onnx exists; left as it is" in again.stderr
+
+
+@pytest.mark.e2e
+@needs_quark
+def test_an_opset_11_model_converted_by_init_runs_its_search_with_the_real_quark(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    opset11_classifier(tmp_path / "models" / "old.onnx")
+    made = qas("init", "models/old.onnx", "--convert-opset", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    fill_calibration(tmp_path / "data" / "calib")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("  n_trials: 10\n", "  n_trials: 1\n"), encoding="utf-8")
+    ran = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    best = json.loads((tmp_path / "autosearch_output" / "best_config.json").read_text())
+    assert best["model"].endswith(".onnx") and (tmp_path / "autosearch_output" / "best_model.onnx").is_file()
