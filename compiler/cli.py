@@ -33,9 +33,10 @@ from .runner import manifest_target, record, run_search
 from .runtime.lock import holder as lock_holder
 from .runtime.contract import ENGINES, MANIFEST_FILE, RUN_LOG_FILE
 from .resources import load_schema
-from .scaffold import Refused, init_spec
+from .scaffold import Refused, convert_command, init_spec
 from .spacemath import count_configs, quark_discrete_size, stage1_space
-from .starter import CALIB_LIMIT, SPEC_FILE, describe_input
+from .starter import CALIB_LIMIT, DEFAULT_MINUTES, SPEC_FILE, describe_input
+from .cost import duration
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -151,6 +152,12 @@ def init_command(
     device: Annotated[str, typer.Option("--device", help="cpu, cuda:N or rocm:N: the device the search runs on "
                                                          "(on cpu the fine-tuning is kept short).")] = "cpu",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing spec file.")] = False,
+    minutes: Annotated[int, typer.Option("--minutes", min=0, max=10080,
+                                         help="The starter search's time budget (search.stop.timeout): no trial "
+                                              "starts after it; 0 writes none (the whole search).")] = DEFAULT_MINUTES,
+    convert_opset: Annotated[bool, typer.Option("--convert-opset", help="A model below opset 13: write "
+                                                "<name>_opset13.onnx beside it (onnx's version converter) and point "
+                                                "the spec at it; per-channel quantization needs opset 13.")] = False,
 ) -> None:
     """Write a commented starter spec for MODEL and an empty data/calib folder beside it.
 
@@ -167,8 +174,10 @@ def init_command(
       qas init models/resnet50.onnx
 
       qas init model.onnx --device cuda:0 -o gpu.yaml
+
+      qas init old.onnx --convert-opset --minutes 10
     """
-    outcome = init_spec(model, output, device, force, _display_name)
+    outcome = init_spec(model, output, device, force, _display_name, minutes or None, convert_opset)
     if isinstance(outcome, Refused):
         for line in outcome.lines:
             typer.echo(line, err=True)
@@ -177,6 +186,24 @@ def init_command(
         typer.echo(line, err=True)
     spec, calib = shlex.quote(_display_name(outcome.spec)), shlex.quote(_display_name(outcome.calib) + "/")
     typer.echo(f"wrote {spec} for {shlex.quote(_display_name(model))} (device {device})", err=True)
+    if outcome.converted is not None:
+        typer.echo(f"converted it from opset {outcome.old_opset} to 13: {shlex.quote(_display_name(outcome.converted))} "
+                   "(per-channel quantization needs opset 13); the spec points at the copy", err=True)
+    elif outcome.old_opset is not None:
+        typer.echo(f"note: the model is opset {outcome.old_opset}; per-channel quantization (the presets' weight "
+                   "scales) needs opset 13, so convert it: `qas init --convert-opset` again with --force, or\n  "
+                   + convert_command(_display_name(model)), err=True)
+    low, high = (duration(s) for s in outcome.full_search_s)
+    fits = outcome.minutes and outcome.full_search_s[1] <= outcome.minutes * 60
+    if fits:
+        typer.echo(f"expected duration: {low} to {high} (rough, with {CALIB_LIMIT} samples), within the "
+                   f"{outcome.minutes} min budget written as search.stop.timeout", err=True)
+    elif outcome.minutes:
+        typer.echo(f"expected duration: at most about {outcome.minutes} min (search.stop.timeout; the trials running "
+                   f"then finish); the whole search would take {low} to {high} (rough, with {CALIB_LIMIT} samples)",
+                   err=True)
+    else:
+        typer.echo(f"expected duration: {low} to {high} (rough, with {CALIB_LIMIT} samples; no time budget)", err=True)
     if outcome.calib_created:
         typer.echo(f"created {calib} (empty): the calibration samples go there", err=True)
     else:
@@ -188,7 +215,10 @@ def init_command(
         what = f"one .npz file per sample with arrays {', '.join(i['name'] for i in inputs)}"
     typer.echo(f"next:\n  1. fill {calib} with up to {CALIB_LIMIT} samples: {what}; the comments in {spec} say more\n"
                f"  2. qas validate {spec}    # checks the samples against the model; plan and rough time\n"
-               f"  3. qas run {spec}", err=True)
+               f"  3. qas run {spec}"
+               + (f"\n  4. a larger search: raise n_trials in {spec} and qas run again; it resumes" if fits else
+                  f"\n  4. the larger search: delete `stop` in {spec} (or raise its timeout) and qas run again; it "
+                  "resumes" if outcome.minutes else ""), err=True)
 
 
 @app.command("compile", cls=Command)

@@ -103,6 +103,9 @@ CODES: dict[str, Code] = _registry(
     Code("QAS407", W, "n_trials unused: two-stage search without algorithms"),
     # metric / direction
     Code("QAS501", E, "higher-is-better metric with Grid or two-stage search"),
+    Code("QAS502", E, "labels missing for top1/top5, or given to a metric that takes none"),
+    Code("QAS503", E, "top1/top5 under engine autosearchpro"),
+    Code("QAS504", E, "labels do not fit the evaluation samples or the model"),
     # environment and device gating
     Code("QAS601", E, "package the script needs is not installed"),
     Code("QAS602", E, "package or Python version outside the supported range"),

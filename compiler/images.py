@@ -61,6 +61,7 @@ def resolved(preprocess: PreprocessSpec) -> dict[str, Any]:
     c = channels(preprocess)
     return {
         "resize": list(preprocess.resize),
+        "letterbox": preprocess.letterbox,  # the padding pixel value (aspect ratio kept), or None (stretched)
         "color": preprocess.color,
         "scale": (float(preprocess.scale) if preprocess.scale is not None else DEFAULT_SCALE) if floating else None,
         "mean": ([float(v) for v in preprocess.mean] if preprocess.mean is not None else [0.0] * c) if floating else None,

@@ -20,6 +20,7 @@ from .facts import Facts, ReaderFacts, sha256_text
 from .images import resolved
 from .model import ReaderSpec, Spec
 from .requirements import requirements
+from .resolved import higher_is_better, labels_settings
 
 
 
@@ -51,6 +52,7 @@ class Plan:
     evaluator_file: str | None
     evaluator_function: str | None
     higher_is_better: bool | None
+    labels: dict[str, Any] | None  # top1/top5: {"array": name} | {"file": path relative to the output dir}
     direction: str
     preset: str | None
     space_hash: str
@@ -95,7 +97,7 @@ class Plan:
         del data["environment"]  # recorded in run_manifest.yaml
         if data["objectives"] == ["accuracy"]:
             del data["objectives"]  # only what a spec declares: plans of earlier specs keep their bytes
-        for key in ("tolerance", "stop"):
+        for key in ("tolerance", "stop", "labels"):
             if data[key] is None:
                 del data[key]
         for key in ("calibration", "eval_data"):
@@ -145,7 +147,8 @@ def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
         metric=ev.metric,
         evaluator_file=_rel(facts.evaluator, out_abs) if facts.evaluator is not None else None,
         evaluator_function=ev.evaluator.rsplit(":", 1)[1] if ev.evaluator is not None else None,
-        higher_is_better=ev.higher_is_better,
+        higher_is_better=higher_is_better(spec),
+        labels=labels_settings(spec, out_abs),
         direction=facts.direction,
         preset=spec.search.preset,
         space_hash=facts.space_hash,

@@ -14,6 +14,7 @@ from .diagnostics import YamlPath
 from .runtime.contract import DEFAULT_ENGINE
 
 DEFAULT_OUTPUT_DIR = "autosearch_output"
+DEFAULT_LETTERBOX_PAD = 114  # the grey YOLO models are trained with
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class PreprocessSpec:
 
     path: YamlPath
     resize: tuple[int, int]  # (height, width)
+    letterbox: int | None = None  # the padding pixel value when the aspect ratio is kept; None: stretched to resize
     layout: str = "NCHW"  # "NCHW" | "NHWC"
     color: str = "RGB"  # "RGB" | "BGR" | "L"
     dtype: str = "float32"  # "float32" | "float16" | "uint8" | "int8"
@@ -49,6 +51,7 @@ class EvaluationSpec:
     evaluator: str | None = None  # "file.py:function"
     higher_is_better: bool | None = None
     data: ReaderSpec | None = None
+    labels: str | None = None  # top1/top5: an array name in the .npz samples, or a .npy / .json file (spec-relative)
     tolerance: float | str | None = None  # a number (the objective's units) or "1%" (of the float score); None: none
 
 
@@ -189,8 +192,10 @@ class Spec:
 
 def _preprocess(data: dict[str, Any], path: YamlPath) -> PreprocessSpec:
     optional = {k: tuple(data[k]) if isinstance(data[k], list) else data[k] for k in ("scale", "mean", "std") if k in data}
+    letterbox = data["letterbox"].get("pad", DEFAULT_LETTERBOX_PAD) if "letterbox" in data else None
     return PreprocessSpec(path=path, resize=(data["resize"][0], data["resize"][1]), layout=data.get("layout", "NCHW"),
-                          color=data.get("color", "RGB"), dtype=data.get("dtype", "float32"), **optional)
+                          color=data.get("color", "RGB"), dtype=data.get("dtype", "float32"), letterbox=letterbox,
+                          **optional)
 
 
 def _reader(data: dict[str, Any], path: YamlPath) -> ReaderSpec:
@@ -232,6 +237,7 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         evaluator=ev.get("evaluator"),
         higher_is_better=ev.get("higher_is_better"),
         data=_reader(ev["data"], ("evaluation", "data")) if "data" in ev else None,
+        labels=ev.get("labels"),
         tolerance=ev.get("tolerance"),
     )
     s = data["search"]

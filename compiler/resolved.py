@@ -17,9 +17,11 @@ from .model import Spec
 from .presets import preset_config
 from .runtime.contract import (DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MARGIN, DEFAULT_MAX_FAILURES,
                                 DEFAULT_MIN_TRIALS, DEFAULT_PATIENCE, ENGINES, OBJECTIVES, Engine)
+from .runtime.contract import TASK_METRICS as TASK_METRIC_K
 from .samples import sample_files
 
 MAXIMIZED_METRICS = ("cos", "psnr", "ssim")
+TASK_METRICS = tuple(TASK_METRIC_K)  # top1, top5: accuracy against labels, minimized as the drop from the float model's
 
 
 def spec_path(spec: Spec, relative: str) -> Path:
@@ -65,12 +67,36 @@ def torch_device(device: str) -> str:
 
 
 def direction(spec: Spec) -> str:
-    """'maximize' for cos/psnr/ssim; 'minimize' for L1/L2 and for every user evaluator.
+    """'maximize' for cos/psnr/ssim; 'minimize' for L1/L2, for top1/top5 (their drop) and for every user evaluator.
 
     Quark minimizes a user evaluator as `baseline - score` (QUARK-FACTS F6); the script orients
     the score so that this is right for `higher_is_better` either way.
     """
     return "maximize" if spec.evaluation.metric in MAXIMIZED_METRICS else "minimize"
+
+
+def higher_is_better(spec: Spec) -> bool | None:
+    """Whether the score a trial's value is a difference from grows with quality: the evaluator's declaration, True
+    for top1/top5; None for a distance metric (its values are not differences from a float score)."""
+    if spec.evaluation.metric in TASK_METRICS:
+        return True
+    return spec.evaluation.higher_is_better
+
+
+def labels_settings(spec: Spec, output_dir: Path) -> dict[str, Any] | None:
+    """evaluation.labels as the runtime reads it: {"array": name in each .npz sample} or {"file": path relative to
+    the output folder, a .npy or .json}; None without labels."""
+    written = spec.evaluation.labels
+    if written is None:
+        return None
+    if not labels_is_file(written):
+        return {"array": written}
+    return {"file": os.path.relpath(spec_path(spec, written), output_dir).replace(os.sep, "/")}
+
+
+def labels_is_file(written: str) -> bool:
+    """A labels value names a file (.npy or .json, relative to the spec) rather than an array of the .npz samples."""
+    return written.lower().endswith((".npy", ".json"))
 
 
 def engine(spec: Spec) -> Engine:

@@ -7,6 +7,7 @@ the spec's text is starter.starter_text's. Printing is the CLI's.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Callable
@@ -17,7 +18,8 @@ from typing import Any
 from .emit import write_new_file
 from .intake import read_checked
 from .samples import sample_files
-from .starter import CALIB_FOLDER, device_problem, starter_text
+from .starter import (CALIB_FOLDER, DEFAULT_MINUTES, PER_CHANNEL_OPSET, device_problem, full_search_seconds,
+                      opset_below_per_channel, starter_text, suggested_search, N_TRIALS)
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,18 @@ class Written:
     samples_there: int  # sample files already in a calibration folder that existed
     facts: dict[str, Any]
     warnings: tuple[str, ...]
+    minutes: int | None  # the time budget written (search.stop.timeout), None: none
+    full_search_s: tuple[float, float]  # the whole search's rough estimate without the time budget
+    converted: Path | None = None  # the opset-13 copy the spec points at (--convert-opset)
+    old_opset: int | None = None  # the model's opset when below 13 (converted or not)
 
 
-def init_spec(model: Path, spec: Path, device: str, force: bool, display: Callable[[Path], str]) -> Written | Refused:
+def init_spec(model: Path, spec: Path, device: str, force: bool, display: Callable[[Path], str],
+              minutes: int | None = DEFAULT_MINUTES, convert_opset: bool = False) -> Written | Refused:
     """Check everything first, then create the calibration folder (only what is missing) and write the spec; when
-    writing fails, the folders made are removed again. `display` names a path for messages (shell-quoted here)."""
+    writing fails, the folders made are removed again. `display` names a path for messages (shell-quoted here).
+    With convert_opset, a model below opset 13 is converted first (models/<name>_opset13.onnx beside it) and the
+    spec points at the copy."""
     def shown(path: Path) -> str:
         return shlex.quote(display(path))
 
@@ -59,13 +68,29 @@ def init_spec(model: Path, spec: Path, device: str, force: bool, display: Callab
     if not facts["inputs"]:
         return Refused(False, (f"qas: error: {shown(model)} declares no inputs (besides its weights): there is "
                                "nothing to calibrate",))
+    old_opset = opset_below_per_channel(facts)
+    converted_from = None
+    if convert_opset and old_opset is not None:
+        copy = opset13_path(model)
+        if os.path.lexists(copy) and not force:
+            return Refused(False, (f"qas: error: {shown(copy)} exists; left as it is",
+                                   "  hint: pass --force to convert again, or point the spec at it by hand"))
+        problem = convert_to_opset13(model, copy)
+        if problem is not None:
+            return Refused(False, (f"qas: error: onnx's version converter could not convert {shown(model)} from opset "
+                                   f"{old_opset} to {PER_CHANNEL_OPSET}: {problem}",
+                                   "  hint: export the model again with opset_version=13 or later"))
+        converted_from, model = model.name, copy
+        facts, risks = read_checked(model, repr(display(model)))
+        if facts is None or any(r["severity"] == "error" for r in risks):
+            return Refused(False, tuple(line for r in risks for line in _risk_lines(r, shown(model))))
     calib = spec.parent / CALIB_FOLDER
     for folder in (calib.parent, calib):
         if os.path.lexists(folder) and not folder.is_dir():
             return Refused(False, (f"qas: error: {shown(folder)} is in the way: the calibration samples go in the "
                                    f"folder {shown(calib)}",
                                    "  hint: move it away, or write the spec into another folder with --output"))
-    text = starter_text(facts, _relative(model, spec.parent), spec.name, device)
+    text = starter_text(facts, _relative(model, spec.parent), spec.name, device, minutes, converted_from)
     samples_there = len(sample_files(calib, None)) if calib.is_dir() else 0
     created: list[Path] = []
     try:
@@ -81,7 +106,46 @@ def init_spec(model: Path, spec: Path, device: str, force: bool, display: Callab
         _remove(created)
         return Refused(False, (f"qas: error: {problem}",))
     return Written(spec=spec, calib=calib, calib_created=calib in created, samples_there=samples_there, facts=facts,
-                   warnings=tuple(line for r in risks for line in _risk_lines(r, shown(model))))
+                   warnings=tuple(line for r in risks for line in _risk_lines(r, shown(model))), minutes=minutes,
+                   full_search_s=full_search_seconds(facts, suggested_search(device), N_TRIALS, device),
+                   converted=model if converted_from else None, old_opset=old_opset)
+
+
+def opset13_path(model: Path) -> Path:
+    """models/<name>.onnx in; models/<name>_opset13.onnx (beside it) out."""
+    return model.with_name(f"{model.stem}_opset{PER_CHANNEL_OPSET}.onnx")
+
+
+def convert_to_opset13(model: Path, target: Path) -> str | None:
+    """Convert a model to opset 13 with onnx's version converter and save it (external data as <target>_data when
+    the model has any), checked with onnx.checker; None, or why it failed (nothing is left at target then)."""
+    import onnx
+    from onnx import version_converter
+
+    try:
+        loaded = onnx.load(str(model))
+        external = any(t.HasField("data_location") and t.data_location == onnx.TensorProto.EXTERNAL
+                       for t in onnx.load(str(model), load_external_data=False).graph.initializer)
+        converted = version_converter.convert_version(loaded, PER_CHANNEL_OPSET)
+        onnx.checker.check_model(converted)
+        if external:
+            onnx.save(converted, str(target), save_as_external_data=True, location=target.name + "_data")
+        else:
+            onnx.save(converted, str(target))
+    except Exception as exc:  # noqa: BLE001 - onnx raises many kinds; each is the reason to print
+        for leftover in (target, target.with_name(target.name + "_data")):
+            if leftover.exists():
+                leftover.unlink()
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return None
+
+
+def convert_command(model: str) -> str:
+    """The one-line command that does what --convert-opset does, for a user who prefers to run it alone."""
+    target = PurePath(model).with_name(PurePath(model).stem + "_opset13.onnx").as_posix()
+    code = (f"import onnx, onnx.version_converter as v; onnx.save(v.convert_version(onnx.load({json.dumps(model)}), "
+            f"13), {json.dumps(target)})")
+    return "python -c " + shlex.quote(code)  # one shell word, whatever the path holds
 
 
 def _check_spec_path(spec: Path, model: Path, force: bool, shown: Callable[[Path], str]) -> Refused | None:

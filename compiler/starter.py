@@ -34,6 +34,10 @@ METRIC = "L2"
 # On a CPU the presets' 3000-20000 AdaRound/AdaQuant iterations take hours per trial on a real model;
 # 1000 is Quark's own default when a space names no num_iterations.
 CPU_NUM_ITERATIONS = {"type": "int", "low": 200, "high": 1000, "step": 200}
+# The starter search's time budget (search.stop.timeout): a first result in minutes, whatever the model's size;
+# the full budget is the next step. `qas init --minutes N` changes it.
+DEFAULT_MINUTES = 20
+PER_CHANNEL_OPSET = 13  # DequantizeLinear's axis (per-channel scales) exists from opset 13
 _NAME = re.compile(load_schema("spec.schema.json")["properties"]["name"]["pattern"])
 _DEVICE = re.compile(load_schema("spec.schema.json")["properties"]["device"]["pattern"])
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -115,20 +119,56 @@ def suggested_search(device: str) -> dict[str, Any]:
     grid = count_configs(stage1_space(space)) if config["two_stage_search"] else 0
     preset_range = config["search_space"]["adaround_params"]["num_iterations"]
     searched = space["adaround_params"]["num_iterations"]
-    return {"preset": preset, "override": override, "grid_configs": grid,
+    return {"preset": preset, "override": override, "grid_configs": grid, "space": space,
             "preset_iterations": (preset_range["low"], preset_range["high"]),
             "iterations": (searched["low"], searched["high"])}
 
 
-def starter_text(facts: dict[str, Any], model: str, spec_file: str, device: str) -> str:
-    """Model facts (intake.analyze_model), the model's path relative to the spec, the spec's file name and the
-    device in; the commented spec out. Raises AssertionError if the text would not pass the schema (a bug)."""
+def full_search_seconds(facts: dict[str, Any], search: dict[str, Any], n_trials: int,
+                        device: str) -> tuple[float, float]:
+    """The model's facts, the suggested search and its trials in; compile's rough estimate (compiler/cost.py) of the
+    whole search without a time budget out, (least, most) seconds, with CALIB_LIMIT calibration samples assumed
+    (the folder is empty when init runs)."""
+    from .cost import FINETUNED_OPS, Workload, constants, finetune_classes, finetune_s, plain_s, startup_s
+
+    c = constants()
+    counts = facts["op_counts"]
+    w = Workload(model_mb=facts["size_bytes"] / 1e6, nodes=sum(counts.values()),
+                 layers=sum(counts.get(op, 0) for op in FINETUNED_OPS), calibration=CALIB_LIMIT,
+                 evaluation=CALIB_LIMIT, assumed=True, gpu=device != "cpu")
+    plain = plain_s(w, c)
+    classes = finetune_classes(search["space"])
+    low = [plain + finetune_s(w, a, f.iterations[0], f.data_size, c) for a, f in classes.items()]
+    high = [plain + finetune_s(w, a, f.iterations[1], f.data_size, c) for a, f in classes.items()]
+    grid = search["grid_configs"] * plain
+    choices = search["space"].get("algorithms") or []
+    cheapest = plain if not classes or any(a not in classes for a in choices) else min(low)  # as cost.estimate
+    return (startup_s(w, False, c) + grid + n_trials * cheapest,
+            startup_s(w, bool(classes), c) + grid + n_trials * max([plain, *high]))
+
+
+def opset_below_per_channel(facts: dict[str, Any]) -> int | None:
+    """The model's default-domain opset when it is below 13 (per-channel quantization needs 13), else None."""
+    opset = facts["opsets"].get("ai.onnx")
+    return opset if opset is not None and opset < PER_CHANNEL_OPSET else None
+
+
+def starter_text(facts: dict[str, Any], model: str, spec_file: str, device: str,
+                 minutes: int | None = DEFAULT_MINUTES, converted_from: str | None = None) -> str:
+    """Model facts (intake.analyze_model), the model's path relative to the spec, the spec's file name, the
+    device, the time budget in minutes (None: none) and the original model when this one is its opset-13 copy in;
+    the commented spec out. Raises AssertionError if the text would not pass the schema (a bug)."""
     assert facts["inputs"], "a model without inputs has nothing to calibrate"
     name = spec_name(facts["file"])
     inputs = [describe_input(i) for i in facts["inputs"]]
     search = suggested_search(device)
     external = [e["location"] for e in facts["external_data"]]
+    from .cost import duration
+
+    low, high = full_search_seconds(facts, search, N_TRIALS, device)
     text = environment().get_template("spec.yaml.j2").render(
+        minutes=minutes, full_low=duration(low), full_high=duration(high), fits=bool(minutes) and high <= minutes * 60,
+        converted_from=json.dumps(converted_from, ensure_ascii=True) if converted_from else None,
         model_file=_shown_file(facts["file"]), spec_file=_command_word(spec_file), name=name,
         model=yaml_value(model), external=[json.dumps(e, ensure_ascii=True) for e in external],
         inputs=inputs, calib_folder=CALIB_FOLDER, calib_limit=CALIB_LIMIT, metric=METRIC, search=search,

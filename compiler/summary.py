@@ -28,7 +28,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
                    "models_produced": b.models_produced},
         "device": plan.device,
         "metric": plan.metric or f"{plan.evaluator_file}:{plan.evaluator_function}",
-        "higher_is_better": plan.higher_is_better if plan.metric is None else None,
+        "higher_is_better": plan.higher_is_better if plan.metric is None or plan.labels is not None else None,
         "direction": plan.direction,
         "objective": _objective(plan),
         "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": plan.study_db},
@@ -159,6 +159,8 @@ def _storage_text(storage: dict[str, Any]) -> str:
 def _objective(plan: Plan) -> str:
     """What the search's trial values are, in words: a built-in metric against the float model's outputs, or the
     difference from the float model's score that a user evaluator is wired into (F6)."""
+    if plan.labels is not None:  # top1/top5
+        return f"its drop from the float model's {plan.metric} accuracy against the labels (float minus quantized)"
     if plan.metric is not None:
         return f"{plan.metric} of each quantized model's outputs against the float model's"
     if plan.higher_is_better:

@@ -159,7 +159,7 @@ def test_the_plan_writes_every_step_out_and_counts_the_images(tmp_path: Path) ->
                       "    preprocess: {resize: [32, 32], color: BGR, scale: 1, mean: [1, 2, 3]}\n")
     result = compile_spec(spec)
     assert result.ok, result.diagnostics
-    assert result.plan.calibration.preprocess == {"resize": [32, 32], "color": "RGB", "scale": 255.0,
+    assert result.plan.calibration.preprocess == {"resize": [32, 32], "letterbox": None, "color": "RGB", "scale": 255.0,
                                                   "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0],
                                                   "layout": "NCHW", "dtype": "float32"}
     assert result.plan.eval_data.preprocess["mean"] == [1.0, 2.0, 3.0] and result.plan.eval_data.input == "input"
@@ -241,6 +241,44 @@ def test_without_resizing_the_tensors_are_the_saved_pixels(tmp_path: Path) -> No
     (got,) = reader_output(compiled_script(spec), "calibration", tmp_path)
     want = (arrays["a.png"].astype(np.float32) / np.float32(255) - np.float32(0.5)) / np.array([0.25, 0.5, 1], np.float32)
     assert np.array_equal(got, want.transpose(2, 0, 1)[np.newaxis])
+
+
+PHOTO = Path(__import__("matplotlib").get_data_path()) / "sample_data" / "grace_hopper.jpg"  # a real 512x600 JPEG
+
+
+@pytest.mark.parametrize(("resize", "pad"), [((64, 48), 114), ((40, 96), 0)])
+def test_letterbox_keeps_the_aspect_ratio_and_pads_a_real_photo(resize: tuple[int, int], pad: int,
+                                                                 tmp_path: Path) -> None:
+    """A portrait photo letterboxed into a landscape and a narrower portrait box: the photo, scaled by one ratio,
+    sits centred, and every other pixel is the pad value (before mean/std), per channel."""
+    (tmp_path / "im").mkdir()
+    (tmp_path / "im" / "photo.jpg").write_bytes(PHOTO.read_bytes())
+    height, width = resize
+    model = identity_model(tmp_path / "m.onnx", "float32", [1, 3, height, width])
+    spec = write_spec(tmp_path, model, f"  images: im\n  preprocess: {{resize: [{height}, {width}], "
+                                       f"letterbox: {{pad: {pad}}}, mean: [0.5, 0.5, 0.5]}}\n")
+    result = compile_spec(spec)
+    assert result.ok and result.plan.calibration.preprocess["letterbox"] == pad, result.diagnostics
+    (got,) = reader_output(compiled_script(spec), "calibration", tmp_path)
+    with Image.open(PHOTO) as image:
+        rgb = image.convert("RGB")
+    ratio = min(height / rgb.height, width / rgb.width)
+    inner_w, inner_h = round(rgb.width * ratio), round(rgb.height * ratio)
+    assert abs(inner_w / inner_h - rgb.width / rgb.height) < 0.05  # the aspect ratio is kept
+    left, top = (width - inner_w) // 2, (height - inner_h) // 2
+    want = np.full((height, width, 3), pad, np.uint8)
+    want[top:top + inner_h, left:left + inner_w] = np.asarray(rgb.resize((inner_w, inner_h), Image.Resampling.BILINEAR))
+    expected = (want.astype(np.float32) / np.float32(255) - np.float32(0.5)).transpose(2, 0, 1)[np.newaxis]
+    assert got.shape == (1, 3, height, width) and np.array_equal(got, expected)
+    padded = np.ones((height, width), bool)
+    padded[top:top + inner_h, left:left + inner_w] = False
+    assert padded.sum() > 0 and np.all(got[0][:, padded] == np.float32(pad) / np.float32(255) - np.float32(0.5))
+
+
+def test_letterbox_refuses_a_pad_outside_0_255(tmp_path: Path) -> None:
+    save_images(tmp_path / "im", ["a.png"], 8, 8)
+    spec = write_spec(tmp_path, str(TINYCNN), "  images: im\n  preprocess: {resize: [32, 32], letterbox: {pad: 256}}\n")
+    assert [c for c, _ in codes_and_messages(spec)] == ["QAS205"]
 
 
 def test_an_image_that_cannot_be_decoded_stops_the_script_naming_it(tmp_path: Path) -> None:

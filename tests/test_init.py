@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -206,3 +209,102 @@ def test_init_then_run_completes_with_the_real_quark(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "qas: run completed (exit code 0)" in ran.stderr
     assert (folder / "autosearch_output" / "best_model.onnx").is_file()
+
+
+def opset11_classifier(path: Path) -> Path:
+    """A small float classifier exported at opset 11 (Conv, Relu, GlobalAveragePool, Flatten, Gemm), input like
+    the example's so its samples fit."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.zeros(8, np.float32), "b"),
+             numpy_helper.from_array(rng.standard_normal((10, 8)).astype(np.float32), "fc_w"),
+             numpy_helper.from_array(np.zeros(10, np.float32), "fc_b")]
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, "old", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_the_starter_search_has_a_time_budget_and_says_how_long_it_takes(tmp_path: Path) -> None:
+    folder = project(tmp_path)
+    made = qas("init", "models/tinycnn.onnx", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    data = load_valid(folder / "spec.yaml")
+    assert data["search"]["stop"] == {"timeout": "20m"}
+    assert re.search(r"expected duration: \S+ s to \S+ min \(rough, with 64 samples\), within the 20 min budget",
+                     made.stderr), made.stderr
+    assert "4. a larger search: raise n_trials in spec.yaml" in made.stderr
+    assert "Next step, a larger search: raise n_trials" in (folder / "spec.yaml").read_text(encoding="utf-8")
+    unbounded = qas("init", "models/tinycnn.onnx", "--minutes", "0", "-o", "all.yaml", cwd=folder)
+    assert unbounded.returncode == 0, unbounded.stderr
+    assert "stop" not in load_valid(folder / "all.yaml")["search"] and "no time budget" in unbounded.stderr
+
+
+def test_a_search_longer_than_the_budget_is_cut_and_the_larger_search_is_the_next_step() -> None:
+    from compiler.intake import analyze_model
+    from compiler.starter import starter_text
+
+    facts = analyze_model(EXAMPLE_DIR / "models" / "tinycnn.onnx")
+    big = facts | {"size_bytes": 20_000_000, "op_counts": {"Conv": 50, "Relu": 50, "Add": 20}}  # a 20 MB ResNet-ish
+    text = starter_text(big, "models/tinycnn.onnx", "spec.yaml", "cpu", minutes=10)
+    assert "stop: {timeout: 10m}" in text
+    found = re.search(r"the whole search above would take (\S+ \S+) to (\S+ \S+) here", text)
+    assert found and found.group(2).endswith(("min", "h")), text
+    assert "After 10 min no new trial" in text and "delete `stop` (or raise timeout)" in text
+
+
+def test_an_opset_11_model_is_offered_a_converted_copy(tmp_path: Path) -> None:
+    import onnx
+
+    (tmp_path / "models").mkdir()
+    opset11_classifier(tmp_path / "models" / "old.onnx")
+    plain = qas("init", "models/old.onnx", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert "note: the model is opset 11; per-channel quantization" in plain.stderr
+    command = next(line for line in plain.stderr.splitlines() if "python -c" in line).strip()
+    assert command.startswith("python -c 'import onnx") and '"models/old_opset13.onnx"' in command
+    ran = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)), cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert ran.returncode == 0, ran.stderr  # the printed command converts the model as printed
+    assert {o.domain or "": o.version for o in onnx.load(str(tmp_path / "models" / "old_opset13.onnx")).opset_import}[""] == 13
+    (tmp_path / "models" / "old_opset13.onnx").unlink()
+    assert load_valid(tmp_path / "spec.yaml")["model"] == "models/old.onnx"
+    converted = qas("init", "models/old.onnx", "--convert-opset", "--force", cwd=tmp_path)
+    assert converted.returncode == 0, converted.stderr
+    assert "converted it from opset 11 to 13: models/old_opset13.onnx" in converted.stderr
+    copy = tmp_path / "models" / "old_opset13.onnx"
+    assert {o.domain or "": o.version for o in onnx.load(str(copy)).opset_import}[""] == 13
+    assert load_valid(tmp_path / "spec.yaml")["model"] == "models/old_opset13.onnx"
+    assert "converted to opset 13 by `qas init --convert-opset`" in (tmp_path / "spec.yaml").read_text()
+    fill_calibration(tmp_path / "data" / "calib")
+    compiled = qas("compile", "spec.yaml", cwd=tmp_path)
+    assert compiled.returncode == 0 and "QAS705" not in compiled.stderr + compiled.stdout, compiled.stderr
+    again = qas("init", "models/old.onnx", "--convert-opset", "-o", "second.yaml", cwd=tmp_path)
+    assert again.returncode == 1 and "old_opset13.onnx exists; left as it is" in again.stderr
+
+
+@pytest.mark.e2e
+@needs_quark
+def test_an_opset_11_model_converted_by_init_runs_its_search_with_the_real_quark(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    opset11_classifier(tmp_path / "models" / "old.onnx")
+    made = qas("init", "models/old.onnx", "--convert-opset", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    fill_calibration(tmp_path / "data" / "calib")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("  n_trials: 10\n", "  n_trials: 1\n"), encoding="utf-8")
+    ran = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    best = json.loads((tmp_path / "autosearch_output" / "best_config.json").read_text())
+    assert best["model"].endswith(".onnx") and (tmp_path / "autosearch_output" / "best_model.onnx").is_file()

@@ -17,7 +17,7 @@ from .conftest import GOLDEN, qas, target_env
 
 VALID: dict[str, Any] = {
     "qas": 1, "name": "v", "model": "m.onnx",
-    "calibration": {"images": "img", "limit": 4, "preprocess": {"resize": [8, 8]}},
+    "calibration": {"images": "img", "limit": 4, "preprocess": {"resize": [8, 8], "letterbox": {"pad": 114}}},
     "search": {"preset": "XINT8_SEARCH", "seed": 0, "n_trials": 3, "max_failures": 2,
                "stop": {"min_trials": 2, "patience": 2}},
     "device": "cpu",
@@ -59,6 +59,7 @@ INTEGER_PATHS = [p for p in _integer_paths(load_schema("spec.schema.json"))
 
 def test_the_integer_fields_are_all_covered() -> None:
     assert set(INTEGER_PATHS) == {("qas",), ("calibration", "limit"), ("calibration", "preprocess", "resize", 0),
+                                  ("calibration", "preprocess", "letterbox", "pad"),
                                   ("search", "seed"), ("search", "n_trials"), ("search", "max_failures"),
                                   ("search", "workers"), ("keep_float", "sensitivity", "samples"),
                                   ("keep_float", "sensitivity", "top"), ("keep_float", "search", "top_k", 0),

@@ -1,8 +1,8 @@
 """Objectives pass: Spec in; diagnostics out for search.objectives, evaluation.tolerance and search.stop.
 
-QAS350: a tolerance the metric cannot take (a percentage needs a user evaluator's float score; psnr has no finite
-float reference); QAS351: several objectives with a sampler or a stage that takes one (CmaEs, Grid, two-stage
-grid selection); QAS352: objectives without accuracy; QAS353: stop.at_tolerance without a tolerance; QAS354
+QAS350: a tolerance the metric cannot take (a percentage needs a float score: a user evaluator's, or top1/top5's
+accuracy; psnr has no finite float reference); QAS351: several objectives with a sampler or a stage that takes one
+(CmaEs, Grid, two-stage grid selection); QAS352: objectives without accuracy; QAS353: stop.at_tolerance without a tolerance; QAS354
 (warning): latency measured by several workers sharing a machine; QAS355 (warning): stop.min_trials above the
 budget. The engine's support (QAS326) is the parallel pass's; a latency device without its execution provider is
 the environment pass's (QAS603), which runs first; a timeout that is no duration is the schema's (QAS205).
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ..diagnostics import Diagnostic, diag
 from ..model import Spec
-from ..resolved import objectives, two_stage
+from ..resolved import TASK_METRICS, objectives, two_stage
 from ..runtime.contract import MULTI_OBJECTIVE_SAMPLERS
 
 
@@ -30,7 +30,7 @@ def _tolerance(spec: Spec) -> Iterator[Diagnostic]:
         return
     at = spec.evaluation.path + ("tolerance",)
     metric = spec.evaluation.metric
-    if isinstance(written, str) and metric is not None:
+    if isinstance(written, str) and metric is not None and metric not in TASK_METRICS:
         yield diag("QAS350", f"a percentage tolerance is relative to the float model's score, but metric {metric} "
                              "compares outputs with the float model's (the float model scores 0 or 1 against itself)",
                    at, hint="write the largest acceptable distance as a number, e.g. tolerance: 0.01")

@@ -31,6 +31,7 @@ from ..runtime.contract import (
     STAGE_GRID,
     STAGE_SAMPLER,
 )
+from ..runtime.contract import TASK_METRICS
 from ..runtime.objectives import distinct
 from .manifest import first_line, load_manifest
 from .objectives import objectives_view, recommend, stopped_record
@@ -394,6 +395,8 @@ def _metric(evaluation: Any) -> str | None:
 
 def _higher_is_better(evaluation: Any) -> bool | None:
     """The manifest's inputs.evaluation in; a user evaluator's higher_is_better out (None for a built-in metric)."""
+    if isinstance(evaluation, dict) and evaluation.get("metric") in TASK_METRICS:
+        return True  # top1/top5: accuracy, higher is better; trial values are its drop
     if not isinstance(evaluation, dict) or not evaluation.get("evaluator"):
         return None
     found = evaluation.get("higher_is_better")

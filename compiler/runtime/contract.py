@@ -47,6 +47,9 @@ GRID_WINNER_ATTR = "grid_winner"  # sampler-study attribute: the pinned grid win
 # sampler-study attribute (and best_config.json key): the float model's score under the user evaluator, as the
 # evaluator returned it; trial values are the drop from it (higher_is_better) or the rise over it (lower is better)
 FLOAT_SCORE_ATTR = "float_score"
+# built-in task metrics: a classifier's accuracy against evaluation.labels, the label among the k highest outputs;
+# higher is better, so a trial's value is the drop from the float model's accuracy (as a user evaluator's is)
+TASK_METRICS = {"top1": 1, "top5": 5}
 FLOAT_LATENCY_ATTR = "float_latency"  # sampler-study attribute: the float model's latency record (latency.py)
 FLOAT_SIZE_ATTR = "float_size"  # sampler-study attribute: the float model's bytes (file plus external data)
 # sampler-study attribute: {"reason": "tolerance" | "timeout", "at": ISO time, ...}, written once under the slot

@@ -46,17 +46,24 @@ def run_stages(search: Search) -> int | None:
 
     from . import sensitivity
     from .quantize import QuarkQuantizer, float_exclusions
-    from .scoring import Scorer, make_evaluator
+    from .scoring import Scorer, load_labels, make_evaluator
 
     settings = search.settings
     calib, evaluation = prepared_readers(settings)
-    scorer = Scorer(settings.metric, make_evaluator(settings.evaluator, settings.here), evaluation, settings.device)
+    try:
+        labels = load_labels(settings.labels, settings.here, settings.eval_data or settings.calibration)
+    except Exception as error:  # noqa: BLE001 - compile checked them; a file changed since is said, not a traceback
+        fail(f"the labels could not be read: {type(error).__name__}: {error}")
+    scorer = Scorer(settings.metric, make_evaluator(settings.evaluator, settings.here), evaluation, settings.device,
+                    labels)
     try:
         scorer.score_float(settings.model_path)
     except Exception as error:  # noqa: BLE001 - the float model must score, or no trial can
         fail(f"scoring the float model failed, so no trial could be scored: {type(error).__name__}: {error}")
     if settings.evaluator is not None:  # the baseline is oriented (F6): back to what the evaluator returned
         search.record_float_score(scorer.baseline if settings.evaluator["higher_is_better"] else -scorer.baseline)
+    elif scorer.float_score is not None:  # top1/top5: the float model's accuracy
+        search.record_float_score(scorer.float_score)
     exclusions = float_exclusions(settings.model_path, settings.keep_float)
     quantizer = QuarkQuantizer(settings.model_path, calib, exclusions)
     if settings.keep_float_search:  # the ranking first: each trial keeps a prefix of it in float

@@ -40,6 +40,11 @@ class SampleList:
     reset_iter = rewind  # the name Quark's own readers use
 
 
+def sample_paths(folder: Path, limit: int | None) -> list[Path]:
+    """The sample files a folder reader uses, in its order (labels of .npz samples are read in the same order)."""
+    return sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))[:limit]
+
+
 class FolderReader(SampleList):
     """Samples from a folder in name order: .npy for single-input models, .npz keyed by input name."""
 
@@ -48,7 +53,7 @@ class FolderReader(SampleList):
 
         if not folder.is_dir():
             fail(f"no sample folder {folder} (compile checked it; was it moved?)")
-        files = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))[:limit]
+        files = sample_paths(folder, limit)
         if not files:
             fail(f"no .npy or .npz samples in {folder}")
         self.samples = []
@@ -73,7 +78,10 @@ def preprocess_image(path: Path, steps: dict[str, Any]) -> Any:
     with Image.open(path) as image:  # EXIF orientation is not applied: pixels as stored
         image = image.convert("L" if steps["color"] == "L" else "RGB")  # alpha is dropped
         height, width = steps["resize"]
-        image = image.resize((width, height), Image.Resampling.BILINEAR)  # antialiased when shrinking
+        if steps.get("letterbox") is None:
+            image = image.resize((width, height), Image.Resampling.BILINEAR)  # antialiased when shrinking
+        else:
+            image = letterbox(image, height, width, steps["letterbox"])
         pixels = np.asarray(image, dtype=np.uint8).reshape(height, width, -1)  # H, W, C
     if steps["color"] == "BGR":
         pixels = pixels[:, :, ::-1]
@@ -88,6 +96,20 @@ def preprocess_image(path: Path, steps: dict[str, Any]) -> Any:
     if steps["layout"] == "NCHW":
         array = array.transpose(2, 0, 1)
     return np.ascontiguousarray(array[np.newaxis])
+
+
+def letterbox(image: Any, height: int, width: int, pad: int) -> Any:
+    """A Pillow image in; it scaled to fit inside height x width with its aspect ratio kept (bilinear), centred on a
+    canvas of that size filled with `pad` in every channel, out (YOLO's letterbox: the extra pixel of an odd
+    margin goes to the bottom and the right)."""
+    from PIL import Image
+
+    ratio = min(height / image.height, width / image.width)
+    inner = (max(1, min(width, round(image.width * ratio))), max(1, min(height, round(image.height * ratio))))
+    resized = image.resize(inner, Image.Resampling.BILINEAR)
+    canvas = Image.new(image.mode, (width, height), pad if image.mode == "L" else (pad,) * len(image.getbands()))
+    canvas.paste(resized, ((width - inner[0]) // 2, (height - inner[1]) // 2))
+    return canvas
 
 
 class ImageFolderReader(SampleList):

@@ -67,6 +67,10 @@ def write_best(search: Search) -> dict[str, Any]:
     if settings.evaluator is not None:
         summary["objective"] = "float-model score minus quantized-model score, oriented by higher_is_better; minimized"
         summary[contract.FLOAT_SCORE_ATTR] = search.sampler_study.user_attrs.get(contract.FLOAT_SCORE_ATTR)
+    elif settings.metric in contract.TASK_METRICS:
+        summary["objective"] = (f"float-model {settings.metric} minus quantized-model {settings.metric} (the drop); "
+                                "minimized")
+        summary[contract.FLOAT_SCORE_ATTR] = search.sampler_study.user_attrs.get(contract.FLOAT_SCORE_ATTR)
     if settings.winner_rule or settings.stop:
         summary.update(winner_summary(search, ranked))
     write_json(settings.best_config_path, summary)

@@ -96,20 +96,86 @@ def real_number(name: str, model: str, returned: Any) -> float:
     raise EvaluatorError(f"evaluator {name} returned {type(returned).__name__} {shown} for {model}: {problem}")
 
 
+def load_labels(labels: dict[str, Any] | None, here: Path, eval_source: dict[str, Any]) -> list[Any] | None:
+    """Settings.labels (paths relative to `here`) and the evaluation reader's description in; one int64 array of
+    class indices per evaluation sample, in the samples' order, out (None without labels)."""
+    if labels is None:
+        return None
+    import json
+
+    import numpy as np
+
+    from .readers import sample_paths
+
+    if "array" in labels:  # an array of each .npz sample, read in the order (and limit) the folder reader uses
+        found = []
+        for path in sample_paths(here / eval_source["folder"], eval_source["limit"]):
+            with np.load(path) as arrays:
+                if labels["array"] not in arrays.files:
+                    raise ValueError(f"{path} has no labels array {labels['array']!r}")
+                found.append(arrays[labels["array"]])
+    else:
+        file = here / labels["file"]
+        found = list(np.load(file)) if file.suffix.lower() == ".npy" else json.loads(file.read_text(encoding="utf-8"))
+    return [np.asarray(entry, dtype=np.int64).reshape(-1) for entry in found]
+
+
+def top_k_accuracy(rows: list[tuple[Any, Any]], k: int) -> float:
+    """(output, labels) per sample in: the class scores (last axis: classes; the rest: a batch) and one class index
+    per row; the fraction of rows whose label is among the k highest scores out."""
+    import numpy as np
+
+    hits = total = 0
+    for number, (output, labels) in enumerate(rows):
+        scores = output.reshape(-1, output.shape[-1])
+        if len(scores) != len(labels):
+            raise ValueError(f"evaluation sample {number} gives {len(scores)} rows of class scores "
+                             f"(output shape {list(output.shape)}) but has {len(labels)} labels")
+        best = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        hits += int((best == labels[:, np.newaxis]).any(axis=1).sum())
+        total += len(labels)
+    return hits / total
+
+
 class Scorer:
-    """Scores models against the float model: the oriented user evaluator as baseline - score, or a Quark metric."""
+    """Scores models against the float model: the oriented user evaluator as baseline - score, top1/top5 as the
+    float model's accuracy minus the quantized model's (the drop), or a Quark metric of the outputs."""
 
     def __init__(self, metric: str | None, evaluator: Callable[[str], float] | None, eval_reader: Any,
-                 device: str) -> None:
+                 device: str, labels: list[Any] | None = None) -> None:
         self.metric = metric
         self.evaluator = evaluator
         self.eval_reader = eval_reader
         self.device = device
+        self.labels = labels
         self.baseline: Any = None
+
+    @property
+    def float_score(self) -> float | None:
+        """The float model's score as a user would read it (the evaluator's own return, the accuracy for top1/top5);
+        None for a distance metric, whose baseline is the float outputs."""
+        if self.metric in contract.TASK_METRICS:
+            return self.baseline
+        return None
+
+    def accuracy(self, model_path: Path) -> float:
+        """top1/top5: the model's accuracy over the evaluation samples against the labels."""
+        if self.labels is None:
+            raise ValueError(f"metric {self.metric} needs labels")
+        runs = self.runs(model_path)
+        if len(runs) != len(self.labels):
+            raise ValueError(f"{len(runs)} evaluation samples but {len(self.labels)} labels")
+        return top_k_accuracy([(outputs[0], labels) for outputs, labels in zip(runs, self.labels, strict=True)],
+                              contract.TASK_METRICS[self.metric])
 
     def outputs(self, model_path: Path) -> list[Any]:
         """Every evaluation sample's outputs, flattened into one vector a sample (Quark's custom ops registered)."""
         import numpy as np
+
+        return [np.concatenate([o.reshape(-1) for o in outputs]) for outputs in self.runs(model_path)]
+
+    def runs(self, model_path: Path) -> list[list[Any]]:
+        """Every evaluation sample's outputs as the session returns them (Quark's custom ops registered)."""
         import onnxruntime
         from quark.onnx.operators.custom_ops import get_library_path
         from quark.onnx.utils.model_utils import create_infer_session_for_onnx_model
@@ -122,19 +188,26 @@ class Scorer:
         options.register_custom_ops_library(get_library_path(kind.upper()))
         session = create_infer_session_for_onnx_model(str(model_path), options, providers=contract.PROVIDERS[kind])
         self.eval_reader.reset_iter()
-        found = [np.concatenate([o.reshape(-1) for o in session.run(None, sample)]) for sample in self.eval_reader]
+        found = [session.run(None, sample) for sample in self.eval_reader]
         if not found:
             raise ValueError("the evaluation reader gave no samples")
         return found
 
     def score_float(self, model_path: Path) -> None:
         """Score the float model once: the baseline every quantized model is compared with."""
-        self.baseline = self.evaluator(str(model_path)) if self.evaluator is not None else self.outputs(model_path)
+        if self.evaluator is not None:
+            self.baseline = self.evaluator(str(model_path))
+        elif self.metric in contract.TASK_METRICS:
+            self.baseline = self.accuracy(model_path)
+        else:
+            self.baseline = self.outputs(model_path)
 
     def score(self, model_path: Path) -> float:
         """A quantized model in; its finite objective value out (raises ValueError otherwise)."""
         if self.evaluator is not None:
             value = self.baseline - self.evaluator(str(model_path))
+        elif self.metric in contract.TASK_METRICS:
+            value = self.baseline - self.accuracy(model_path)  # the drop: minimized, as a user evaluator's (F6)
         else:
             import numpy as np
             from quark.onnx.quantization.auto_search.auto_search_pro import METRICS

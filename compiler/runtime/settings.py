@@ -62,6 +62,9 @@ class Settings:
     # {"top_k": [k, ...]} | {"coverage": {"low": f, "high": f}}}; None: the analysis runs only on `--sensitivity`,
     # with sensitivity.DEFAULTS
     sensitivity: dict[str, Any] | None = None
+    # metric top1/top5: each evaluation sample's class index, {"array": name in every .npz sample} | {"file": a .npy
+    # or .json list, relative to the output folder, one entry a sample}; None for every other metric
+    labels: dict[str, Any] | None = None
 
     @property
     def keep_float_search(self) -> dict[str, Any] | None:
