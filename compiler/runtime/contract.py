@@ -90,6 +90,7 @@ SAMPLER_CLASSES = {
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
 IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL"}  # distributions whose module is named otherwise
+MAX_WORKERS = 256  # search.workers and output.launch.*.workers at most (schemas/spec.schema.json); --worker-index below it
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
 DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back
