@@ -77,6 +77,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the search ran and could not finish (an uncaught error)
 EXIT_USAGE = 2  # refused before any work: a missing package, device, file or study
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C; re-running resumes
+PARENT_PID_ENV = "QAS_PARENT_PID"  # set by `qas run` and a launcher of workers: the script stops when that pid ends
 
 # --- Quark's grammar facts the runtime needs -------------------------------------------------------
 FINETUNE_KEYS = ("algorithms", "adaround_params", "adaquant_params")  # searched in stage 2, never in the grid

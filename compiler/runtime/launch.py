@@ -62,6 +62,7 @@ def main(settings: Settings, argv: list[str] | None = None) -> int:
     """
     role = parse_args(argv, settings)
     stopping.install()
+    stopping.end_with_launcher()  # started by `qas run` or a launcher: never outlive it
     apply_share()  # a launcher's worker: its share of the cores, before torch or onnxruntime start threads
     check_packages(settings.requirements)
     check_device(settings.device)
