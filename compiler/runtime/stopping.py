@@ -88,8 +88,9 @@ def end_with_launcher() -> None:
 class TrialTimer:
     """A wall-clock limit for one trial (None: no limit): raises TrialTimeout in the main thread when it runs out.
 
-    The limit interrupts Python code (an evaluator, Quark's loops); a call stuck inside native code
-    is interrupted when it returns to Python.
+    The limit interrupts Python code (an evaluator) and the wait for the quantizer's child process, which is
+    then killed (quantizer_process.py); a call stuck inside native code in this process is interrupted when it
+    returns to Python.
     """
 
     def __init__(self, seconds: float | None) -> None:
