@@ -441,3 +441,32 @@ def test_the_quantizer_process_answers_errors_survives_crashes_and_is_killed_by_
         assert (tmp_path / "m3.onnx").is_file()
     finally:
         process.close()
+
+
+def test_a_crash_of_the_quantizer_process_fails_only_that_trial_naming_the_signal(tmp_path: Path) -> None:
+    from compiler.runtime.quantizer_process import QuantizerProcess
+
+    process = QuantizerProcess(cheap_quantizer, str(tmp_path / "hanging"))
+    fake = FakeQuark()
+
+    def quantize(config: dict[str, Any], output: Path) -> None:  # the XInt8Spec configurations crash the child
+        process(dict(config, crash=config["activation"] == "XInt8Spec"), output, [])
+
+    def score(model: Path) -> float:
+        config = dict(json.loads(model.read_text())["config"])
+        config.pop("crash")
+        model.write_text(json.dumps(config))
+        return fake.score(model)
+
+    s = settings(tmp_path, n_trials=1)
+    search = Search(s)
+    search.attach(quantize, score)
+    try:
+        code = search.run(stage_configs(s.search_space, s.sampler, s.two_stage, s.n_trials, product_configs))
+    finally:
+        process.close()
+    assert code is None and search.failures() == 2  # the two XInt8Spec grid configurations
+    assert {t.user_attrs[contract.ATTR_ERROR] for t in search.trials("FAIL")} == {
+        "QuantizerDied: the quantizer process was killed by SIGSEGV during this trial (SIGKILL: often the "
+        "out-of-memory killer; SIGSEGV or SIGABRT: a crash in native code); a fresh one quantizes the next"}
+    assert len(complete(search.grid_study)) == 4 and len(complete(search.sampler_study)) == 1

@@ -40,6 +40,7 @@ class QuantizerProcess:
         self._process: Any = None
         self._connection: Any = None
         self._temp: str | None = None
+        self._at_exit = False
 
     def start(self) -> None:
         """Start the child now (it imports and builds its quantizer while the parent goes on)."""
@@ -55,7 +56,9 @@ class QuantizerProcess:
                                         args=(theirs, os.getpid(), self._temp, self.factory, self.args))
         self._process.start()
         theirs.close()
-        atexit.register(self.close)  # before multiprocessing's own exit handler, which would wait for the child
+        if not self._at_exit:  # runs before multiprocessing's own exit handler, which would wait for the child
+            atexit.register(self.close)
+            self._at_exit = True
 
     def __call__(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
         """Quantize in the child; its error raised here (the same exception when it pickles), a kill as QuantizerDied."""
