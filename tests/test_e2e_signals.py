@@ -273,3 +273,22 @@ def test_a_sigkilled_launcher_takes_its_workers_with_it(example_copy: Path, tmp_
     assert ended(below, 90), "workers outlived their launcher"
     assert not [t for t in trials(script) if t.state.name == "RUNNING"]
     resume_to_the_budget(example_copy, script, budget=4)
+
+
+def test_a_trial_past_its_time_limit_during_adaround_is_stopped_and_failed_and_the_search_ends(example_copy: Path,
+                                                                                               tmp_path: Path) -> None:
+    (example_copy / "spec.yaml").write_text(ADAROUND_SPEC.replace("  n_trials: 2", "  n_trials: 2\n  trial_timeout: 30"))
+    done = subprocess.run([sys.executable, "-m", "compiler", "compile", str(example_copy / "spec.yaml")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    script = example_copy / "autosearch_output" / "small_autosearch.py"
+    try:
+        ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as error:
+        raise AssertionError("the time limit did not stop AdaRound") from error
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    (failed,) = [t for t in all_trials(script) if t.state.name == "FAIL"]
+    assert failed.user_attrs["grid_index"] == 1 and not failed.user_attrs.get("interrupted")
+    assert failed.user_attrs["error"] == ("TrialTimeout: the trial ran past search.trial_timeout (30 s) and was "
+                                          "stopped")
+    assert json.loads((script.parent / "best_config.json").read_text())["trial_number"] == 0
