@@ -1,6 +1,6 @@
 """`qas run`'s engine room: a compiled output dir and an interpreter in; the search run as a child process
 with a live progress bar from the study, its output tee'd to qas_run.log, and its outcome appended to
-run_manifest.yaml (after emit.RUN_MARKER) out.
+run_manifest.yaml (after emit.RUN_MARKER) out. The search stops cleanly if qas itself is killed (PARENT_PID_ENV).
 
 The recorded invocation is run as written, with only its "python" replaced by the chosen interpreter;
 the lines compile wrote are never changed.
@@ -25,6 +25,7 @@ from .runtime.contract import (
     EXIT_INTERRUPTED,
     GRID_STUDY_SUFFIX,
     MANIFEST_FILE,
+    PARENT_PID_ENV,
     RUN_LOG_FILE,
 )
 
@@ -153,7 +154,7 @@ def _run(out_dir: Path, python: str, console: Any, verbose: bool, workers: int |
         log.flush()
         child = subprocess.Popen(argv, cwd=out_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True, errors="replace", bufsize=1,
-                                 env=os.environ | {"PYTHONUNBUFFERED": "1"},
+                                 env=os.environ | {"PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())},
                                  process_group=0)  # Ctrl-C reaches qas only; qas passes it on exactly once
         columns = (TextColumn("search"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                    TimeRemainingColumn())
@@ -175,6 +176,8 @@ def _run(out_dir: Path, python: str, console: Any, verbose: bool, workers: int |
                 progress.update(task, completed=min(last.done, total), state=_state(last))
     code = child.returncode
     status = "completed" if code == 0 else "interrupted" if interrupted or code == EXIT_INTERRUPTED else "failed"
+    if status == "interrupted":  # a stop that was asked for, also when the child had to be killed after STOP_SECONDS
+        code = EXIT_INTERRUPTED
     return Outcome(status=status, exit_code=code, started=started, finished=_now())
 
 

@@ -4,6 +4,7 @@ against a fake quantizer and scorer on a real Optuna study; the space helpers; a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -373,3 +374,100 @@ def test_a_stop_signal_that_a_library_turned_into_another_error_still_counts_as_
     assert code == contract.EXIT_INTERRUPTED and search.failures() == 0
     (stopped,) = search.trials("FAIL")
     assert stopped.user_attrs[contract.ATTR_INTERRUPTED] and contract.ATTR_ERROR not in stopped.user_attrs
+
+
+def cheap_quantizer(marker: str) -> Any:
+    """A QuantizerProcess factory (run in the child): quantizes by writing the config; the config can ask it to fail,
+    to crash with SIGSEGV, or to hang as native code does (deaf to SIGINT and SIGTERM), writing its pid to `marker`."""
+    import os
+    import signal
+    import time
+
+    def quantize(config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
+        if config.get("fail"):
+            raise ValueError("no such activation")
+        if config.get("crash"):
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if config.get("hang"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            Path(marker).write_text(str(os.getpid()))
+            while True:
+                time.sleep(1)
+        output.write_text(json.dumps({"config": config, "exclusions": exclusions, "cwd": os.getcwd()}))
+
+    return quantize
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_quantizer_process_answers_errors_survives_crashes_and_is_killed_by_a_stop_or_a_timeout(
+        tmp_path: Path) -> None:
+    import signal
+    import threading
+    import time
+
+    from compiler.runtime.quantizer_process import QuantizerDied, QuantizerProcess
+    from compiler.runtime.stopping import TrialTimeout, TrialTimer
+
+    marker = tmp_path / "hanging"
+    process = QuantizerProcess(cheap_quantizer, str(marker))
+    try:
+        process({"a": 1}, tmp_path / "m.onnx", ["fc1"])
+        assert json.loads((tmp_path / "m.onnx").read_text())["exclusions"] == ["fc1"]
+        with pytest.raises(ValueError, match="no such activation"):  # the trial's own error, as raised there
+            process({"fail": True}, tmp_path / "x.onnx", [])
+        with pytest.raises(QuantizerDied, match="was killed by SIGSEGV during this trial"):
+            process({"crash": True}, tmp_path / "x.onnx", [])
+        process({"a": 2}, tmp_path / "m2.onnx", [])  # a fresh child after the crash
+        assert (tmp_path / "m2.onnx").is_file()
+
+        started = time.monotonic()
+        with pytest.raises(TrialTimeout), TrialTimer(1.0):
+            process({"hang": True}, tmp_path / "x.onnx", [])
+        assert time.monotonic() - started < 30
+        assert not pid_alive(int(marker.read_text()))  # killed, though it ignored SIGTERM
+        marker.unlink()
+
+        threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()  # Ctrl-C while the child hangs
+        with pytest.raises(KeyboardInterrupt):
+            process({"hang": True}, tmp_path / "x.onnx", [])
+        assert not pid_alive(int(marker.read_text()))
+        process({"a": 3}, tmp_path / "m3.onnx", [])
+        assert (tmp_path / "m3.onnx").is_file()
+    finally:
+        process.close()
+
+
+def test_a_crash_of_the_quantizer_process_fails_only_that_trial_naming_the_signal(tmp_path: Path) -> None:
+    from compiler.runtime.quantizer_process import QuantizerProcess
+
+    process = QuantizerProcess(cheap_quantizer, str(tmp_path / "hanging"))
+    fake = FakeQuark()
+
+    def quantize(config: dict[str, Any], output: Path) -> None:  # the XInt8Spec configurations crash the child
+        process(dict(config, crash=config["activation"] == "XInt8Spec"), output, [])
+
+    def score(model: Path) -> float:
+        config = dict(json.loads(model.read_text())["config"])
+        config.pop("crash")
+        model.write_text(json.dumps(config))
+        return fake.score(model)
+
+    s = settings(tmp_path, n_trials=1)
+    search = Search(s)
+    search.attach(quantize, score)
+    try:
+        code = search.run(stage_configs(s.search_space, s.sampler, s.two_stage, s.n_trials, product_configs))
+    finally:
+        process.close()
+    assert code is None and search.failures() == 2  # the two XInt8Spec grid configurations
+    assert {t.user_attrs[contract.ATTR_ERROR] for t in search.trials("FAIL")} == {
+        "QuantizerDied: the quantizer process was killed by SIGSEGV during this trial (SIGKILL: often the "
+        "out-of-memory killer; SIGSEGV or SIGABRT: a crash in native code); a fresh one quantizes the next"}
+    assert len(complete(search.grid_study)) == 4 and len(complete(search.sampler_study)) == 1

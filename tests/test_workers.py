@@ -153,8 +153,8 @@ def test_the_cores_are_split_between_workers_and_shared_only_when_there_are_more
 ])
 def test_the_launcher_s_exit_code_says_the_worst_of_its_workers(codes: tuple[int, ...], stopped: bool, expected: int,
                                                                 capsys: Any) -> None:
-    children = [subprocess.Popen([sys.executable, "-c", f"import os; os.kill(os.getpid(), 9) if {c} == -9 else "
-                                  f"exit({c})"]) for c in codes]
+    children = [subprocess.Popen([sys.executable, "-c", (f"import os; os.kill(os.getpid(), 9) if {c} == -9 else "
+                                                                f"exit({c})")]) for c in codes]
     for child in children:
         child.wait()
     assert combined_exit(children, stopped) == expected
@@ -269,3 +269,47 @@ def test_of_two_workers_claiming_the_last_needed_slot_exactly_one_runs_it(tmp_pa
     given_up = a.sampler_study.trials[first.number]
     assert given_up.state.name == "FAIL" and given_up.user_attrs[contract.ATTR_INTERRUPTED]
     assert "not needed" in given_up.user_attrs[contract.ATTR_ERROR] and a.failures() == 0
+
+
+@pytest.mark.parametrize(("argv", "env", "message"), [
+    (["--worker", "--worker-index", "10000000"], {}, "--worker-index must be 0 to 255 (at most 256 workers)"),
+    (["--worker", "--worker-index", "-1"], {}, "--worker-index must be 0 to 255 (at most 256 workers)"),
+    (["--worker"], {"JOB_COMPLETION_INDEX": "10000000"},
+     "the worker index in $JOB_COMPLETION_INDEX must be 0 to 255 (at most 256 workers)"),
+    (["--workers", "1000"], {}, "--workers must be 1 to 256 (search.workers' bound)"),
+    (["--workers", "0"], {}, "--workers must be 1 to 256 (search.workers' bound)"),
+])
+def test_the_script_refuses_worker_counts_and_indices_the_spec_refuses(tmp_path: Path, argv: list[str],
+                                                                      env: dict[str, str], message: str,
+                                                                      monkeypatch: Any, capsys: Any) -> None:
+    from compiler.runtime.launch import parse_args
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as refused:
+        parse_args(argv, fake_settings(tmp_path))
+    assert refused.value.code == contract.EXIT_USAGE and message in capsys.readouterr().err
+    for name in env:
+        monkeypatch.delenv(name)
+    top = parse_args(["--worker", "--worker-index", "255"], fake_settings(tmp_path))
+    assert top.index == 255 and parse_args(["--workers", "256"], fake_settings(tmp_path)).workers == 256
+
+
+def test_the_script_s_worker_bounds_are_the_spec_s() -> None:
+    from .conftest import REPO
+
+    schema = json.loads((REPO / "schemas" / "spec.schema.json").read_text(encoding="utf-8"))
+    found = []
+
+    def walk(node: Any, key: str = "") -> None:
+        if isinstance(node, dict):
+            if key == "workers" and node.get("type") == "integer":
+                found.append((node["minimum"], node["maximum"]))
+            for k, v in node.items():
+                walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+
+    walk(schema)
+    assert len(found) >= 3 and set(found) == {(1, contract.MAX_WORKERS)}  # search.workers, kubernetes, slurm

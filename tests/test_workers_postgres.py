@@ -153,3 +153,64 @@ def test_a_storage_url_that_is_not_set_or_not_postgresql_stops_with_the_fix(tmp_
         Search(url_settings(tmp_path))
     err = capsys.readouterr().err
     assert "is not a PostgreSQL URL" in err and "secret" not in err
+
+
+def paused_worker(folder: str, url: str) -> None:
+    """A worker whose first quantization says it started (folder/started) and waits for folder/go, its qas lines in
+    folder/worker.out: the test pauses it there with SIGSTOP."""
+    import os
+    import sys
+
+    os.environ[ENV] = url
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sys.stdout = sys.stderr = open(Path(folder) / "worker.out", "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+    settings = url_settings(Path(folder), two_stage=False, grid_configs=0, n_trials=1)
+    search = Search(settings, worker_index=0, joining=True)
+    fake = FakeQuark()
+
+    def quantize(config: dict[str, Any], output: Path) -> None:
+        if not fake.quantized:
+            (Path(folder) / "started").write_text("")
+            while not (Path(folder) / "go").exists():
+                time.sleep(0.05)
+        fake.quantize(config, output)
+
+    search.attach(quantize, fake.score)
+    code = search.run([])
+    sys.exit(0 if code is None else code)
+
+
+def test_a_worker_paused_past_the_grace_period_drops_its_late_result_with_one_line_and_goes_on(
+        tmp_path: Path, postgres: Any, monkeypatch: Any) -> None:
+    import os
+    import signal
+
+    url = postgres.new_database()
+    monkeypatch.setenv(ENV, url)
+    settings = url_settings(tmp_path, two_stage=False, grid_configs=0, n_trials=1)
+    Search(settings)
+    process = multiprocessing.get_context("spawn").Process(target=paused_worker, args=(str(tmp_path), url))
+    process.start()
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "started").exists():
+        assert process.is_alive() and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGSTOP)  # paused mid-trial: no heartbeat goes out
+    try:
+        time.sleep(settings.storage["grace"] + 2.5)
+        other = Search(settings, worker_index=1, joining=True)
+        other.top_up()  # the paused worker's trial is failed as interrupted and queued again
+        (taken,) = other.trials("FAIL")
+        assert taken.user_attrs[contract.ATTR_INTERRUPTED] and "stopped sending heartbeats" in taken.user_attrs[
+            contract.ATTR_ERROR]
+        (tmp_path / "go").write_text("")
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+    process.join(180)
+    out = (tmp_path / "worker.out").read_text()
+    assert process.exitcode == 0, out
+    assert out.count("was taken back by another worker while this one was paused") == 1, out
+    assert "Traceback" not in out and "Cannot tell" not in out
+    again = Search(settings, worker_index=1, joining=True)  # it went on: the queued retry is complete
+    assert [t.state.name for t in again.sampler_study.get_trials()] == ["FAIL", "COMPLETE"]
+    assert again.budget_reached() and not (tmp_path / f"quantized_model_sampler_{taken.number}.onnx").exists()

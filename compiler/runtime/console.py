@@ -29,12 +29,39 @@ def _tagged(line: str) -> str:
 
 def say(line: str) -> None:
     """A progress line of qas's own, on the terminal's stdout."""
-    print(_tagged(line), file=_terminal.get("out", sys.stdout), flush=True)
+    _emit(line, "out", sys.stdout)
 
 
 def warn(line: str) -> None:
     """A warning or error line of qas's own, on the terminal's stderr."""
-    print(_tagged(line), file=_terminal.get("err", sys.stderr), flush=True)
+    _emit(line, "err", sys.stderr)
+
+
+def _emit(line: str, which: str, default: TextIO) -> None:
+    try:
+        print(_tagged(line), file=_terminal.get(which, default), flush=True)
+    except OSError:  # the terminal is gone (`qas run` killed, the ssh session dropped): go on, into the log only
+        _terminal_lost()
+        print(_tagged(line), file=_terminal[which], flush=True)
+
+
+def _terminal_lost() -> None:
+    """qas's own lines go on into search.log (fd 2 once output is routed); without a log (--verbose), fds 1 and 2
+    are pointed at /dev/null, so no later write, ours or a library's, fails."""
+    if not _terminal:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+    log = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")
+    lost = [_terminal.get("out"), _terminal.get("err")]
+    _terminal["out"] = _terminal["err"] = log
+    for stream in lost:
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
 def terminal() -> tuple[TextIO, TextIO]:

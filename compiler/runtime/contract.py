@@ -84,6 +84,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the search ran and could not finish (an uncaught error)
 EXIT_USAGE = 2  # refused before any work: a missing package, device, file or study
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C; re-running resumes
+PARENT_PID_ENV = "QAS_PARENT_PID"  # set by `qas run` and a launcher of workers: the script stops when that pid ends
 
 # --- Quark's grammar facts the runtime needs -------------------------------------------------------
 FINETUNE_KEYS = ("algorithms", "adaround_params", "adaquant_params")  # searched in stage 2, never in the grid
@@ -97,6 +98,7 @@ SAMPLER_CLASSES = {
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
 IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL", "google-re2": "re2"}  # distributions whose module is named otherwise
+MAX_WORKERS = 256  # search.workers and output.launch.*.workers at most (schemas/spec.schema.json); --worker-index below it
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
 DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back

@@ -39,7 +39,21 @@ def prepared_readers(settings: Settings) -> tuple[Any, Any]:
 
 
 def run_stages(search: Search) -> int | None:
-    """Readers, the float score, Quark's quantizer, then the stages; EXIT_INTERRUPTED after Ctrl-C, else None."""
+    """Quark's quantizer in a child process (started first: it imports Quark while the float model is scored), then
+    the stages; EXIT_INTERRUPTED after Ctrl-C, else None. The child ends with them, however they end."""
+    from .quantize import quark_in_child
+    from .quantizer_process import QuantizerProcess
+
+    process = QuantizerProcess(quark_in_child, search.settings)
+    process.start()
+    try:
+        return _run_stages(search, process)
+    finally:
+        process.close()
+
+
+def _run_stages(search: Search, process: Any) -> int | None:
+    """Readers, the float score, Quark's quantizer (working in `process`), then the stages."""
     from quark.onnx.quantization.auto_search.config_generator import (
         generate_all_configs,
     )
@@ -65,7 +79,7 @@ def run_stages(search: Search) -> int | None:
     elif scorer.float_score is not None:  # top1/top5: the float model's accuracy
         search.record_float_score(scorer.float_score)
     exclusions = float_exclusions(settings.model_path, settings.keep_float)
-    quantizer = QuarkQuantizer(settings.model_path, calib, exclusions)
+    quantizer = QuarkQuantizer(settings.model_path, calib, exclusions, process)
     if settings.keep_float_search:  # the ranking first: each trial keeps a prefix of it in float
         quantizer.ranking = sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
     meter = float_objectives(search, evaluation)
@@ -78,12 +92,18 @@ def run_stages(search: Search) -> int | None:
 def run_sensitivity(settings: Settings) -> Any:
     """`--sensitivity`: the readers and Quark's quantizer in; the ranking (sensitivity.json, its charts) out."""
     from . import sensitivity
-    from .quantize import QuarkQuantizer, float_exclusions
+    from .quantize import QuarkQuantizer, float_exclusions, quark_in_child
+    from .quantizer_process import QuantizerProcess
 
-    calib, evaluation = prepared_readers(settings)
-    exclusions = float_exclusions(settings.model_path, settings.keep_float)
-    quantizer = QuarkQuantizer(settings.model_path, calib, exclusions)
-    return sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
+    process = QuantizerProcess(quark_in_child, settings)
+    process.start()
+    try:
+        calib, evaluation = prepared_readers(settings)
+        exclusions = float_exclusions(settings.model_path, settings.keep_float)
+        quantizer = QuarkQuantizer(settings.model_path, calib, exclusions, process)
+        return sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
+    finally:
+        process.close()
 
 
 def float_objectives(search: Search, evaluation: Any) -> Any:
@@ -113,6 +133,17 @@ def float_objectives(search: Search, evaluation: Any) -> Any:
     return meter
 
 
+def interrupted(search: Search, role: Role) -> int:
+    """Stopped by a signal: the best of the trials completed so far written (best_config.json, best_model.onnx; a
+    re-run resumes and writes them again at the end); EXIT_INTERRUPTED out. A launcher's worker leaves it to the
+    launcher."""
+    if not role.spawned and search.trials("COMPLETE"):
+        best = write_best(search)
+        say(f"qas: best so far {best['value']:.6g} from {best['model']} (trial {best['trial_number']} of "
+            f"{best['trials_complete'] + best['grid_complete']} complete), written to {contract.BEST_CONFIG_FILE}")
+    return contract.EXIT_INTERRUPTED
+
+
 def main(settings: Settings, role: Role) -> int:
     """Run (or resume) the search as `role` says (alone, launching workers, or as one worker); the exit code out."""
     os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
@@ -132,12 +163,12 @@ def main(settings: Settings, role: Role) -> int:
     elif role.workers > 1 and not role.worker:
         code = run_workers(Path(settings.script), role.workers, role.verbose)
         if code == contract.EXIT_INTERRUPTED:
-            return code
+            return interrupted(search, role)
         if code != contract.EXIT_OK and not search.budget_reached():
             warn("qas: the workers stopped before the budget was reached; re-run to resume")
             return code
     elif run_stages(search) == contract.EXIT_INTERRUPTED:
-        return contract.EXIT_INTERRUPTED
+        return interrupted(search, role)
     if role.spawned:
         return contract.EXIT_OK  # the launcher writes the winner once every worker has ended
     best = write_best(search)

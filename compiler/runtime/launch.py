@@ -20,7 +20,7 @@ from .checks import check_device, check_model, check_packages
 from .console import route_library_output, set_tag, warn
 from .lock import release_worker_lock
 from .redact import scrubbed
-from .roles import Role, default_index
+from .roles import Role, default_index, index_problem, workers_problem
 from .settings import Settings
 from .workers import apply_share
 
@@ -43,11 +43,10 @@ def parse_args(argv: list[str] | None, settings: Settings) -> Role:
                              "nothing it depends on changed), then stop")
     parser.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)  # a launcher's worker
     args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error("--workers must be 1 or more")
-    index = default_index() if args.worker_index is None else args.worker_index
-    if index < 0:
-        parser.error("--worker-index must be 0 or more")
+    index, source = default_index() if args.worker_index is None else (args.worker_index, None)
+    for problem in (workers_problem(args.workers), index_problem(index, source)):
+        if problem:
+            parser.error(problem)
     engine = contract.ENGINES[settings.engine]
     if not engine.workers and (args.workers > 1 or args.worker):
         parser.error(f"engine {engine.name} runs one process (Quark's n_jobs above 1 crashes); "
@@ -66,6 +65,7 @@ def main(settings: Settings, argv: list[str] | None = None) -> int:
     """
     role = parse_args(argv, settings)
     stopping.install()
+    stopping.end_with_launcher()  # started by `qas run` or a launcher: never outlive it
     apply_share()  # a launcher's worker: its share of the cores, before torch or onnxruntime start threads
     check_packages(settings.requirements)
     check_device(settings.device)

@@ -62,11 +62,12 @@ def quark_qconfig(config: dict[str, Any], exclusions: list[Any]) -> Any:
 class QuarkQuantizer:
     """Quantizes configurations of one float model with Quark's ModelQuantizer and one calibration reader."""
 
-    def __init__(self, model_path: Path, calib_reader: Any, exclusions: list[Any]) -> None:
+    def __init__(self, model_path: Path, calib_reader: Any, exclusions: list[Any], process: Any = None) -> None:
         self.model_path = model_path
         self.calib_reader = calib_reader
         self.exclusions = exclusions
         self.ranking: Any = None  # sensitivity.Ranking, when the space searches keep_float
+        self.process = process  # a QuantizerProcess: Quark runs there, where a stop or a crash can end it; None: here
 
     def __call__(self, config: dict[str, Any], output: Path) -> None:
         """A trial's config (with its `keep_float` search choice, if any) in; the model quantized with the fixed
@@ -81,8 +82,25 @@ class QuarkQuantizer:
             warn_if_quantized(self.model_path, output, extra)
 
     def quantize(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
+        if self.process is not None:
+            self.process(config, output, exclusions)
+            return
         from quark.onnx import ModelQuantizer
 
         self.calib_reader.reset_iter()
         ModelQuantizer(quark_qconfig(config, exclusions)).quantize_model(
             model_input=str(self.model_path), model_output=str(output), calibration_data_reader=self.calib_reader)
+
+
+def quark_in_child(settings: Any) -> Any:
+    """In the quantizer's child process (quantizer_process.py): the settings in; Quark's quantizer over a calibration
+    reader of its own out (built here from the settings, so the model and the samples never cross the pipe)."""
+    import os
+
+    from quark.onnx.calibration import CachedDataReader
+
+    from .readers import make_reader, model_input_names
+
+    os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
+    reader = make_reader(settings.calibration, settings.here, model_input_names(settings.model_path))
+    return QuarkQuantizer(settings.model_path, CachedDataReader(reader), []).quantize

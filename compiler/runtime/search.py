@@ -220,12 +220,16 @@ class Search:
             if stopping.requested():  # the stop signal, turned into another error by the library it landed in
                 self.interrupted(study, trial, stage, model)
                 raise KeyboardInterrupt from error
+            if self.taken_back(trial, stage, model):  # e.g. its attributes could not be set: it is finished
+                return
             trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}{getattr(error, 'details', '')}")
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             model.unlink(missing_ok=True)
             warn(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "
                  f"{self.failures()} of {self.settings.max_failures} failures allowed")
             self.top_up()  # a failed sampler trial's slot is queued again (while failures are allowed)
+            return
+        if self.taken_back(trial, stage, model):
             return
         study.tell(trial, values if self.settings.multi_objective else value)
         self.prune_models()
@@ -239,12 +243,26 @@ class Search:
     def interrupted(self, study: Any, trial: Any, stage: str, model: Path) -> None:
         """A trial stopped by a signal: FAIL and interrupted (not a failure), its configuration queued again so a
         re-run (or another worker) finishes it, its model removed."""
+        if self.taken_back(trial, stage, model, quiet=True):
+            return
         with self.slots.lock():
             trial.set_user_attr(contract.ATTR_INTERRUPTED, True)
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             if stage == contract.STAGE_SAMPLER:
                 self.slots.requeue_sampler(trial)
         model.unlink(missing_ok=True)
+
+    def taken_back(self, trial: Any, stage: str, model: Path, quiet: bool = False) -> bool:
+        """True when another worker has already failed this worker's trial and queued it again (this process was
+        paused, SIGSTOP or a frozen machine, past the heartbeats' grace period): its late result is dropped with
+        one line and its model removed; the search goes on."""
+        if self.storage.get_trial(trial._trial_id).state.name == "RUNNING":
+            return False
+        model.unlink(missing_ok=True)
+        if not quiet:
+            say(f"qas: {stage} trial {trial.number} was taken back by another worker while this one was paused "
+                "(no heartbeat within the grace period) and queued again; its late result is dropped")
+        return True
 
     def objective_values(self, trial: Any, model: Path, accuracy: float) -> list[float]:
         """A scored model's values in search.objectives order; its latency record, size and tolerance recorded."""

@@ -2,14 +2,19 @@
 then marked interrupted, not failed, and the script exits EXIT_INTERRUPTED so a re-run resumes).
 
 Both handlers are installed even when the process started with SIGINT ignored (nohup, `&` in a
-script), so `kill -INT` always stops it. A second signal while stopping kills at once.
+script), so `kill -INT` always stops it. A second signal while stopping kills at once. A process started
+by `qas run` or by a launcher of workers ends with its parent (end_with_parent): a SIGKILLed parent
+leaves no orphan holding the study.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from typing import Any
 
+from . import contract
 from .console import warn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -44,11 +49,48 @@ def install() -> None:
         signal.signal(signum, _stop)
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def end_with_parent(signum: int, parent: int) -> None:
+    """Have `signum` sent to this process when `parent` (its parent now) ends: Linux's parent-death signal, elsewhere
+    a thread that watches os.getppid(). At once if the parent is already gone."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            armed = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if not armed:
+        import threading
+        import time
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os.kill(os.getpid(), signum)
+
+        threading.Thread(target=watch, name="qas-parent-watch", daemon=True).start()
+    if os.getppid() != parent:  # it ended before the signal was asked for
+        os.kill(os.getpid(), signum)
+
+
+def end_with_launcher() -> None:
+    """Started by `qas run` or a launcher (contract.PARENT_PID_ENV): stop cleanly (SIGTERM: the trial in hand marked
+    interrupted) when that parent ends, however it ends. The variable is not passed on to this process's own children."""
+    value = os.environ.pop(contract.PARENT_PID_ENV, "")
+    if value.isdigit():
+        end_with_parent(signal.SIGTERM, int(value))
+
+
 class TrialTimer:
     """A wall-clock limit for one trial (None: no limit): raises TrialTimeout in the main thread when it runs out.
 
-    The limit interrupts Python code (an evaluator, Quark's loops); a call stuck inside native code
-    is interrupted when it returns to Python.
+    The limit interrupts Python code (an evaluator) and the wait for the quantizer's child process, which is
+    then killed (quantizer_process.py); a call stuck inside native code in this process is interrupted when it
+    returns to Python.
     """
 
     def __init__(self, seconds: float | None) -> None:

@@ -3,7 +3,8 @@ the end of the budget, and one exit code for them all, out.
 
 Each worker is `python <script> --worker --worker-index K --spawned` in its own process group, so a
 terminal's Ctrl-C reaches the launcher only, and the launcher passes it on exactly once (a second
-one kills them at once). The machine's cores are split between the workers (an affinity mask and
+one kills them at once); a launcher that dies (SIGKILL) takes its workers with it, each stopping as on
+SIGTERM. The machine's cores are split between the workers (an affinity mask and
 the thread counts of OpenMP, MKL, torch and onnxruntime), so N workers on N cores do not oversubscribe.
 """
 
@@ -65,7 +66,8 @@ def run_workers(script: Path, workers: int, verbose: bool) -> int:
         for index, cpus in enumerate(shares):
             argv = [sys.executable, str(script), "--worker", "--worker-index", str(index), "--spawned"]
             children.append(subprocess.Popen(argv + (["--verbose"] if verbose else []),
-                                             env=os.environ | share_env(cpus), process_group=0,
+                                             env=os.environ | share_env(cpus) | {
+                                                 contract.PARENT_PID_ENV: str(os.getpid())}, process_group=0,
                                              stdout=out, stderr=err))
         say(f"qas: {workers} workers started (pids {', '.join(str(c.pid) for c in children)}), "
             f"cores {' | '.join(','.join(map(str, s)) for s in shares)}")
