@@ -107,6 +107,12 @@ def _display_name(path: Path) -> str:
         return str(path)
 
 
+def shell_exit_code(returncode: int) -> int:
+    """A child's return code in; the code qas exits with out: a death by signal N as a shell says it (128 + N),
+    not as Python's sys.exit wraps a negative code (-9 -> 247)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 def _require_file(spec: Path) -> None:
     if not spec.is_file():
         typer.echo(f"qas: error: no spec file at {spec}", err=True)
@@ -398,7 +404,7 @@ def run_command(
     typer.echo(f"qas: run {outcome.status} ({how}); recorded in "
                f"{_display_name(result.out_dir / MANIFEST_FILE)}; log {_display_name(result.out_dir / RUN_LOG_FILE)}",
                err=True)
-    raise typer.Exit(outcome.exit_code)
+    raise typer.Exit(shell_exit_code(outcome.exit_code))
 
 
 def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
@@ -463,7 +469,7 @@ def sensitivity_command(
     ran = subprocess.run([interpreter, str(result.out_dir / result.plan.script), "--sensitivity"],
                          cwd=result.out_dir)
     if ran.returncode != 0:
-        raise typer.Exit(ran.returncode)
+        raise typer.Exit(shell_exit_code(ran.returncode))
     data = json.loads((result.out_dir / SENSITIVITY_FILE).read_text(encoding="utf-8"))
     *ranking, cost = [line for line in ranking_lines(data, top) if not line.startswith("note: ")]
     typer.echo("sensitivity: " + ranking[0])

@@ -292,3 +292,25 @@ def test_a_trial_past_its_time_limit_during_adaround_is_stopped_and_failed_and_t
     assert failed.user_attrs["error"] == ("TrialTimeout: the trial ran past search.trial_timeout (30 s) and was "
                                           "stopped")
     assert json.loads((script.parent / "best_config.json").read_text())["trial_number"] == 0
+
+
+def test_qas_run_exits_128_plus_the_signal_when_the_search_is_killed_by_one(example_copy: Path,
+                                                                           tmp_path: Path) -> None:
+    """A search killed by a signal nobody asked for (here SIGKILL, as the OOM killer sends) makes `qas run` exit as a
+    shell would (128 + 9 = 137), not with Python's wrap-around of -9 (247); the run is recorded as failed."""
+    compiled(example_copy)
+    log = (tmp_path / "qas_run.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "compiler", "run", str(example_copy / "spec.yaml"), "--yes"],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=example_copy)
+    hanging = example_copy / "hanging"
+    deadline = time.monotonic() + 240
+    try:
+        while not hanging.exists() or not hanging.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "qas_run.log").read_text()[-3000:]
+            time.sleep(0.2)
+        os.kill(int(hanging.read_text()), signal.SIGKILL)  # the evaluator runs in the search script itself
+        assert proc.wait(timeout=120) == 128 + signal.SIGKILL
+    finally:
+        proc.kill()
+    text = (tmp_path / "qas_run.log").read_text()
+    assert "run failed (killed by SIGKILL" in text, text[-3000:]
