@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 spec errors (or --check found differences), 2 usage, 3 inter
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import signal
@@ -340,6 +341,8 @@ def run_command(
         if refused:
             _report(result, Format.text, refused)
             raise typer.Exit(EXIT_SPEC)
+    if workers is not None:  # the plan shown is this run's: --workers replaces the spec's search.workers
+        result.plan = dataclasses.replace(result.plan, workers=workers)
     _report(result, Format.text)
     script = _display_name(result.out_dir / result.plan.script)
     if not yes:
