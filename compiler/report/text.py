@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..runtime.sensitivity import MEASURES
 from .manifest import first_line
 from .studies import varying
 
@@ -256,7 +257,8 @@ def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:
     cost = sens.get("cost") or {}
     top = ", ".join(f"{g['name']} {_num(g['score'])}" + ("" if g.get("above_noise", True) else " (within noise)")
                     for g in sens["top"])
-    out = [("sensitivity", f"{sens['method']} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
+    measure = MEASURES.get(sens["method"], str(sens["method"]))
+    out = [("sensitivity", f"{measure} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
                            f"most sensitive: {top}; cost {cost.get('quantizations', '?')} quantization "
                            f"({_num(cost.get('quantize_s'))} s) + {cost.get('inferences', '?')} inferences "
                            f"({_num(cost.get('infer_s'))} s)" + (f"; charts {', '.join(sens['charts'])}" if sens["charts"] else ""))]

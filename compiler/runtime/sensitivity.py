@@ -23,6 +23,9 @@ from .sensitivity_rank import Ranking, rank, resolved
 
 SENSITIVITY_FILE = contract.SENSITIVITY_FILE
 DEFAULTS = {"method": "L2", "samples": 32, "aggregate": "sum", "blocks": {}, "top": 20, "base": None, "search": None}
+# What each method measures, said in words: the L2 here is a mean squared error per output value, on another scale
+# than the search's metric L2 (Quark's Euclidean distance over a whole output), and the report shows them side by side
+MEASURES = {"L2": "mean squared error (L2)", "KL": "KL divergence", "cosine": "cosine distance"}
 FEW_SAMPLES = 16  # below this, the ranking's noise is said to be large
 # Pre-processing that rewrites weights (cross-layer equalization): the float nodes are then no stand-in for a
 # quantized node, so the analysis quantizes without it
@@ -140,7 +143,8 @@ def notes(data: dict[str, Any]) -> list[str]:
 def ranking_lines(data: dict[str, Any], top: int) -> list[str]:
     """sensitivity.json in; the top groups (marked when within their noise), its cost and its notes, as lines."""
     total = sum(g["score"] for g in data["groups"] if g["above_noise"] and g["score"] > 0) or 1.0
-    lines = [f"{data['method']} error at the output removed by keeping a group in float (trimmed mean over "
+    measure = MEASURES.get(data["method"], f"{data['method']} error")
+    lines = [f"{measure} at the output removed by keeping a group in float (trimmed mean over "
              f"{data['samples']} samples, +- noise); quantized base error {data['baseline_error']:.4g}:"]
     for k, group in enumerate(data["groups"][:top], 1):
         share = f"{100 * max(group['score'], 0) / total:5.1f}%" if group["above_noise"] else "within noise"
