@@ -347,3 +347,13 @@ def test_the_sensitivity_lines_and_the_report_say_its_l2_is_a_mean_squared_error
     assert facts["sensitivity"].startswith("mean squared error (L2) on 5 samples, base error 1;")
     kl = dict(_sensitivity_facts({"method": "KL", "samples": 5, "baseline_error": 1.0, "top": [], "charts": []}))
     assert kl["sensitivity"].startswith("KL divergence on 5 samples")
+
+
+def test_the_sensitivity_chart_names_what_its_bars_measure(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    from compiler.runtime.sensitivity_charts import write_charts
+
+    groups = [{"name": "conv", "score": 0.5, "noise": 0.1, "above_noise": True}]
+    write_charts(tmp_path / "sensitivity.json", groups, sensitivity.MEASURES["L2"])
+    html = (tmp_path / "sensitivity.html").read_text(encoding="utf-8")
+    assert "Output mean squared error (L2) removed by keeping each group in float" in html  # not '... L2 error removed'

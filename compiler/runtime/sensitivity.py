@@ -109,7 +109,8 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
         write_json(path, data)
     for line in ranking_lines(data, 3):
         say(f"qas: sensitivity: {line}")
-    for line in write_charts(path, data["groups"][:opts["top"]], data["method"]):
+    for line in write_charts(path, data["groups"][:opts["top"]],
+                              MEASURES.get(data["method"], f"{data['method']} error")):
         say(f"qas: sensitivity: {line}")
     return Ranking(data["groups"])
 
