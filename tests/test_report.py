@@ -678,3 +678,15 @@ def test_a_multi_objective_run_shows_each_configuration_once_every_history_and_a
     assert "latency (ms per sample)" in (tmp_path / "report" / "optimization_history_latency.html").read_text()
     md = (tmp_path / "report.md").read_text()
     assert "(report/optimization_history_latency.html)" in md and "(report/optimization_history_size.html)" in md
+
+
+def test_the_runner_up_and_the_pareto_front_show_their_values_with_units() -> None:
+    """They read 'latency 0.137849, size 33011' where the trial lines read 'latency 0.137849 ms, size 33011 B'."""
+    from compiler.report.text import _objective_facts
+
+    values = {"accuracy": 0.0456, "latency": 0.137849, "size": 33011}
+    o = {"why": "within tolerance and the fastest", "float": {}, "winner": {}, "speedup": None,
+         "runner_up": {"trial_number": 2, "values": values}, "pareto": [{"trial_number": 0, "values": values}]}
+    facts = dict(_objective_facts(o))
+    assert facts["runner-up"] == "trial 2: accuracy 0.0456, latency 0.137849 ms, size 33011 B"
+    assert facts["pareto front"] == "trial 0: accuracy 0.0456, latency 0.137849 ms, size 33011 B"
