@@ -112,6 +112,14 @@ def _require_file(spec: Path) -> None:
         raise typer.Exit(EXIT_USAGE)
 
 
+def _no_out_dir(path: Path) -> str:
+    """The error for a report or status argument that is no folder; a spec given for its output folder is named so."""
+    if path.is_file():
+        return (f"no output dir at {path}: it is a file; give the search's output folder (the spec's output.dir, "
+                f"autosearch_output beside the spec by default)")
+    return f"no output dir at {path}"
+
+
 def _fail(message: str, fmt: Format) -> NoReturn:
     """An error line on stderr (and with --format json, {"ok": false, "error": ...} on stdout); exit 2."""
     if fmt is Format.json:
@@ -465,7 +473,7 @@ def report_command(
       qas report out/ --format json | jq .best
     """
     if not out_dir.is_dir():
-        _fail(f"no output dir at {out_dir}", fmt)
+        _fail(_no_out_dir(out_dir), fmt)
     report = build_report(out_dir)
     if isinstance(report, str):
         _fail(report, fmt)
@@ -497,7 +505,7 @@ def status_command(
       QAS_STORAGE_URL=postgresql+psycopg://... qas status out/ --format json | jq .workers
     """
     if not out_dir.is_dir():
-        _fail(f"no output dir at {out_dir}", fmt)
+        _fail(_no_out_dir(out_dir), fmt)
     report = build_report(out_dir)
     if isinstance(report, str):
         _fail(report, fmt)

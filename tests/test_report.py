@@ -690,3 +690,14 @@ def test_the_runner_up_and_the_pareto_front_show_their_values_with_units() -> No
     facts = dict(_objective_facts(o))
     assert facts["runner-up"] == "trial 2: accuracy 0.0456, latency 0.137849 ms, size 33011 B"
     assert facts["pareto front"] == "trial 0: accuracy 0.0456, latency 0.137849 ms, size 33011 B"
+
+
+def test_status_and_report_given_the_spec_say_they_want_its_output_folder(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("qas: 1\n", encoding="utf-8")
+    for command in ("status", "report"):
+        found = subprocess.run([sys.executable, "-m", "compiler", command, "spec.yaml"], capture_output=True,
+                               text=True, cwd=tmp_path, timeout=300)
+        assert found.returncode == 2
+        assert "no output dir at spec.yaml: it is a file; give the search's output folder (the spec's output.dir" \
+            in found.stderr, found.stderr  # it said only 'no output dir at spec.yaml'
