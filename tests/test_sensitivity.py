@@ -357,3 +357,12 @@ def test_the_sensitivity_chart_names_what_its_bars_measure(tmp_path: Path) -> No
     write_charts(tmp_path / "sensitivity.json", groups, sensitivity.MEASURES["L2"])
     html = (tmp_path / "sensitivity.html").read_text(encoding="utf-8")
     assert "Output mean squared error (L2) removed by keeping each group in float" in html  # not '... L2 error removed'
+
+
+def test_a_ranking_with_one_resolved_group_says_so_in_words() -> None:
+    groups = rank(exact({"conv": 0.5, "fc": 0.1}, 5), {}, "sum")
+    data = {"method": "L2", "samples": 5, "baseline_error": 1.0, "groups": groups, "not_ranked": [], "skipped": {},
+            "cost": {"quantize_s": 1, "inferences": 10, "candidates": 2, "infer_s": 1}, "resolved": 1}
+    first = sensitivity.notes(data)[0]
+    assert "the order of the first 1 is" not in first  # it read 'the order of the first 1 is supported'
+    assert "; the first stands clearly ahead, the rest are within each other's noise" in first

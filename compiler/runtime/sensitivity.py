@@ -124,8 +124,10 @@ def notes(data: dict[str, Any]) -> list[str]:
         out.append(f"the ranking is inside its noise: no group's score is clearly above the spread over the "
                    f"{data['samples']} samples (its order is not meaningful; more evaluation samples narrow it)")
     else:
-        out.append(f"{above} of {len(groups)} groups are above their noise; the order of the first "
-                   f"{data['resolved']} is supported by the samples, the rest are within each other's noise")
+        order = ("the first stands clearly ahead" if data["resolved"] == 1 else
+                 f"the order of the first {data['resolved']} is supported by the samples")
+        out.append(f"{above} of {len(groups)} groups are above their noise; {order}, the rest are within each "
+                   f"other's noise")
     if data["samples"] < FEW_SAMPLES:
         out.append(f"only {data['samples']} samples: the noise estimate is rough (keep_float.sensitivity.samples and "
                    f"more evaluation data give a steadier ranking)")
