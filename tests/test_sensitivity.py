@@ -366,3 +366,13 @@ def test_a_ranking_with_one_resolved_group_says_so_in_words() -> None:
     first = sensitivity.notes(data)[0]
     assert "the order of the first 1 is" not in first  # it read 'the order of the first 1 is supported'
     assert "; the first stands clearly ahead, the rest are within each other's noise" in first
+
+
+def test_the_kept_choice_reads_as_the_spec_writes_it() -> None:
+    from compiler.report.text import _sensitivity_facts
+
+    assert sensitivity.choice_text({"top_k": 3}) == "top_k 3"
+    assert sensitivity.choice_text({"coverage": 0.833036974463395}) == "coverage 0.833"
+    sens = {"method": "L2", "samples": 5, "baseline_error": 1.0, "top": [], "charts": [],
+            "winner_keeps": {"groups": ["fc2"], "choice": {"top_k": 1}}}
+    assert dict(_sensitivity_facts(sens))["kept float"] == "fc2 (choice top_k 1)"  # it read "(choice {'top_k': 1})"

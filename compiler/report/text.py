@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..runtime.sensitivity import MEASURES
+from ..runtime.sensitivity import MEASURES, choice_text
 from .manifest import first_line
 from .studies import varying
 
@@ -273,5 +273,5 @@ def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:
     out += [("sensitivity note", note) for note in sens.get("notes") or []]
     keeps = sens.get("winner_keeps")
     if keeps:
-        out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {keeps.get('choice')})"))
+        out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {choice_text(keeps.get('choice'))})"))
     return out

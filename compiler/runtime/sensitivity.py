@@ -143,6 +143,13 @@ def notes(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def choice_text(choice: Any) -> str:
+    """A keep_float choice as the spec writes it ({'top_k': 3} -> 'top_k 3', {'coverage': 0.8330} -> 'coverage 0.833')."""
+    if not isinstance(choice, dict):
+        return str(choice)
+    return ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}" for key, value in choice.items())
+
+
 def ranking_lines(data: dict[str, Any], top: int) -> list[str]:
     """sensitivity.json in; the top groups (marked when within their noise), its cost and its notes, as lines."""
     total = sum(g["score"] for g in data["groups"] if g["above_noise"] and g["score"] > 0) or 1.0
