@@ -5,6 +5,7 @@ Exit codes: 0 ok, 1 spec errors (or --check found differences), 2 usage, 3 inter
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import signal
@@ -377,6 +378,8 @@ def run_command(
         if refused:
             _report(result, Format.text, refused)
             raise typer.Exit(EXIT_SPEC)
+    if workers is not None:  # the plan shown is this run's: --workers replaces the spec's search.workers
+        result.plan = dataclasses.replace(result.plan, workers=workers)
     _report(result, Format.text)
     script = _display_name(result.out_dir / result.plan.script)
     if not yes:
@@ -576,8 +579,9 @@ def dashboard_command(
 @app.command("status", cls=Command)
 @_guard
 def status_command(
-    out_dir: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="A search's output dir (holding run_manifest.yaml).",
-                                            show_default=False)],
+    out_dir: Annotated[Path, typer.Argument(
+        metavar="OUT", help="A search's output folder, its run_manifest.yaml, or the spec (as qas run takes).",
+        show_default=False)],
     fmt: Annotated[Format, typer.Option("--format", help="The status as text or JSON.")] = Format.text,
 ) -> None:
     """Where a search stands, while it runs: the budget, each worker's trials and what it runs now, failures,
@@ -590,9 +594,10 @@ def status_command(
 
       QAS_STORAGE_URL=postgresql+psycopg://... qas status out/ --format json | jq .workers
     """
-    if not out_dir.is_dir():
-        _fail(f"no output dir at {out_dir}", fmt)
-    report = build_report(out_dir)
+    found = resolve_out_dir(out_dir)
+    if isinstance(found, str):
+        _fail(found, fmt)
+    report = build_report(found)
     if isinstance(report, str):
         _fail(report, fmt)
     if fmt is Format.json:

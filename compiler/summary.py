@@ -173,5 +173,5 @@ def _sensitivity_text(s: dict[str, Any]) -> str:
     searched = ("not searched (qas sensitivity ranks only)" if search is None else
                 f"searched: top_k in {search['top_k']}" if "top_k" in search else
                 f"searched: coverage {search['coverage']['low']:g} to {search['coverage']['high']:g} of the total")
-    return (f"sensitivity ranking ({s['method']} on {s['samples']} samples, {s['blocks']} blocks by "
+    return (f"sensitivity ranking ({s['method']} on up to {s['samples']} samples, {s['blocks']} blocks by "
             f"{s['aggregate']}, one quantization before the search); {searched}")

@@ -679,5 +679,29 @@ def test_a_multi_objective_run_shows_each_configuration_once_every_history_and_a
                  "pareto_front.html"):
         assert f"report/{name}" in written
     assert "latency (ms per sample)" in (tmp_path / "report" / "optimization_history_latency.html").read_text()
+    # the Pareto front's accuracy axis says what its values are: an L2 distance, lower is better (it read 'accuracy')
+    assert "accuracy: L2, lower is better" in (tmp_path / "report" / "pareto_front.html").read_text()
     md = (tmp_path / "report.md").read_text()
     assert "(report/optimization_history_latency.html)" in md and "(report/optimization_history_size.html)" in md
+
+
+def test_the_runner_up_and_the_pareto_front_show_their_values_with_units() -> None:
+    """They read 'latency 0.137849, size 33011' where the trial lines read 'latency 0.137849 ms, size 33011 B'."""
+    from compiler.report.text import _objective_facts
+
+    values = {"accuracy": 0.0456, "latency": 0.137849, "size": 33011}
+    o = {"why": "within tolerance and the fastest", "float": {}, "winner": {}, "speedup": None,
+         "runner_up": {"trial_number": 2, "values": values}, "pareto": [{"trial_number": 0, "values": values}]}
+    facts = dict(_objective_facts(o))
+    assert facts["runner-up"] == "trial 2: accuracy 0.0456, latency 0.137849 ms, size 33011 B"
+    assert facts["pareto front"] == "trial 0: accuracy 0.0456, latency 0.137849 ms, size 33011 B"
+
+
+def test_status_and_report_given_a_spec_read_its_output_folder_or_say_why_not(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("qas: 1\n", encoding="utf-8")
+    for command in ("status", "report"):
+        found = subprocess.run([sys.executable, "-m", "compiler", command, "spec.yaml"], capture_output=True,
+                               text=True, cwd=tmp_path, timeout=300)
+        assert found.returncode == 2
+        assert "spec.yaml does not pass the spec schema" in found.stderr, found.stderr  # once: 'no output dir at'

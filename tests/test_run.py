@@ -234,3 +234,10 @@ def test_workers_for_an_engine_that_runs_one_process_are_refused_before_anything
     ran = qas("run", "spec.yaml", "--yes", "--workers", "2", cwd=example_copy)
     assert ran.returncode == 2 and "engine autosearchpro runs one process" in ran.stderr
     assert not (example_copy / "autosearch_output" / "tinycnn_study.db").exists()
+
+
+def test_the_plan_shown_by_run_counts_the_workers_of_its_workers_option(example_copy: Path) -> None:
+    ran = qas("run", "spec.yaml", "--workers", "2", cwd=example_copy, stdin="n\n")  # declined: nothing runs
+    assert ran.returncode == 1, ran.stderr
+    assert "workers     2 processes on this machine" in ran.stdout  # it said '1 process' though 2 would start
+    assert "1 process on this machine" not in ran.stdout

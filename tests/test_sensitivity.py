@@ -332,3 +332,47 @@ def test_a_quantized_node_that_maps_to_an_unnamed_float_node_is_listed_not_ranke
     unmapped: list[str] = []
     assert "gate" not in {c.name for c in candidates(float_model, quantized, unmapped)}
     assert unmapped == ["gate"]
+
+
+def test_the_sensitivity_lines_and_the_report_say_its_l2_is_a_mean_squared_error() -> None:
+    """Its L2 is a mean squared error per output value, the search's L2 Quark's Euclidean distance: the report showed
+    'sensitivity L2 on 4 samples, base error 0.00113' beside 'best L2 0.517' as if they were one measure."""
+    from compiler.report.text import _sensitivity_facts
+
+    groups = rank(exact({"conv": 0.5}, 5), {}, "sum")
+    data = {"method": "L2", "samples": 5, "baseline_error": 1.0, "groups": groups, "not_ranked": [], "skipped": {},
+            "cost": {"quantize_s": 1, "inferences": 10, "candidates": 1, "infer_s": 1}}
+    assert sensitivity.ranking_lines(data, 5)[0].startswith("mean squared error (L2) at the output removed")
+    facts = dict(_sensitivity_facts({"method": "L2", "samples": 5, "baseline_error": 1.0, "top": [], "charts": []}))
+    assert facts["sensitivity"].startswith("mean squared error (L2) on 5 samples, base error 1;")
+    kl = dict(_sensitivity_facts({"method": "KL", "samples": 5, "baseline_error": 1.0, "top": [], "charts": []}))
+    assert kl["sensitivity"].startswith("KL divergence on 5 samples")
+
+
+def test_the_sensitivity_chart_names_what_its_bars_measure(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    from compiler.runtime.sensitivity_charts import write_charts
+
+    groups = [{"name": "conv", "score": 0.5, "noise": 0.1, "above_noise": True}]
+    write_charts(tmp_path / "sensitivity.json", groups, sensitivity.MEASURES["L2"])
+    html = (tmp_path / "sensitivity.html").read_text(encoding="utf-8")
+    assert "Output mean squared error (L2) removed by keeping each group in float" in html  # not '... L2 error removed'
+
+
+def test_a_ranking_with_one_resolved_group_says_so_in_words() -> None:
+    groups = rank(exact({"conv": 0.5, "fc": 0.1}, 5), {}, "sum")
+    data = {"method": "L2", "samples": 5, "baseline_error": 1.0, "groups": groups, "not_ranked": [], "skipped": {},
+            "cost": {"quantize_s": 1, "inferences": 10, "candidates": 2, "infer_s": 1}, "resolved": 1}
+    first = sensitivity.notes(data)[0]
+    assert "the order of the first 1 is" not in first  # it read 'the order of the first 1 is supported'
+    assert "; the first stands clearly ahead, the rest are within each other's noise" in first
+
+
+def test_the_kept_choice_reads_as_the_spec_writes_it() -> None:
+    from compiler.report.text import _sensitivity_facts
+
+    assert sensitivity.choice_text({"top_k": 3}) == "top_k 3"
+    assert sensitivity.choice_text({"coverage": 0.833036974463395}) == "coverage 0.833"
+    sens = {"method": "L2", "samples": 5, "baseline_error": 1.0, "top": [], "charts": [],
+            "winner_keeps": {"groups": ["fc2"], "choice": {"top_k": 1}}}
+    assert dict(_sensitivity_facts(sens))["kept float"] == "fc2 (choice top_k 1)"  # it read "(choice {'top_k': 1})"

@@ -56,7 +56,8 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
         if report.get("objectives") and len(report["objectives"]["objectives"]) > 1:
             names = report["objectives"]["objectives"]
             files.update(_objective_histories(studies, names, labels))
-            files.update(_pareto_plots(studies[-1], names, notes))
+            better = "lower" if report["direction"] == "minimize" else "higher"
+            files.update(_pareto_plots(studies[-1], names, notes, f"accuracy: {target}, {better} is better"))
         if ranked_by is None:
             notes.append("no importance plot: there are no importances (see the notes)")
     links = {key: name if name in files else None for key, name in PLOTS.items()}
@@ -116,14 +117,17 @@ def _objective_histories(studies: list[Any], names: list[str], labels: dict[str,
     return found
 
 
-def _pareto_plots(study: Any, names: list[str], notes: list[str]) -> dict[str, str | bytes]:
-    """A multi-objective study in; Optuna's Pareto-front plot as HTML, and as PNG when matplotlib draws it."""
+def _pareto_plots(study: Any, names: list[str], notes: list[str], accuracy: str = "accuracy") -> dict[str, str | bytes]:
+    """A multi-objective study in; Optuna's Pareto-front plot as HTML, and as PNG when matplotlib draws it.
+
+    `accuracy` labels the accuracy axis with what its values are (an L2 distance to the float model is no accuracy
+    where higher is better)."""
     import io
 
     import optuna
 
     found: dict[str, str | bytes] = {}
-    labels = [OBJECTIVE_LABELS.get(n, n) for n in names]
+    labels = [OBJECTIVE_LABELS.get(n, accuracy if n == "accuracy" else n) for n in names]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         found[PLOTS["pareto_html"]] = _html(optuna.visualization.plot_pareto_front(study, target_names=labels))

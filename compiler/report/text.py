@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..runtime.sensitivity import MEASURES, choice_text
 from .manifest import first_line
 from .studies import varying
 
@@ -248,12 +249,20 @@ def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
     if o.get("runner_up"):
         ru = o["runner_up"]
         out.append(("runner-up", f"trial {ru['trial_number']}{_repeats(ru)}: "
-                    + ", ".join(f"{k} {_num(v)}" for k, v in ru["values"].items())))
+                    + _values(ru["values"])))
     if o.get("pareto"):
         out.append(("pareto front", "; ".join(
-            f"trial {p['trial_number']}{_repeats(p)}: " + ", ".join(f"{k} {_num(v)}" for k, v in p["values"].items())
+            f"trial {p['trial_number']}{_repeats(p)}: " + _values(p["values"])
             + (" (within)" if p.get("within_tolerance") else "") for p in o["pareto"])))
     return out
+
+
+UNITS = {"latency": " ms", "size": " B"}  # as the script's trial lines print them
+
+
+def _values(values: dict[str, Any]) -> str:
+    """A trial's objective values with their units: accuracy 0.03, latency 0.13 ms, size 32757 B."""
+    return ", ".join(f"{k} {_num(v)}{UNITS.get(k, '')}" for k, v in values.items())
 
 
 def _ms(value: Any, record: dict[str, Any] | None) -> str:
@@ -281,12 +290,13 @@ def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:
     cost = sens.get("cost") or {}
     top = ", ".join(f"{g['name']} {_num(g['score'])}" + ("" if g.get("above_noise", True) else " (within noise)")
                     for g in sens["top"])
-    out = [("sensitivity", f"{sens['method']} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
+    measure = MEASURES.get(sens["method"], str(sens["method"]))
+    out = [("sensitivity", f"{measure} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
                            f"most sensitive: {top}; cost {cost.get('quantizations', '?')} quantization "
                            f"({_num(cost.get('quantize_s'))} s) + {cost.get('inferences', '?')} inferences "
                            f"({_num(cost.get('infer_s'))} s)" + (f"; charts {', '.join(sens['charts'])}" if sens["charts"] else ""))]
     out += [("sensitivity note", note) for note in sens.get("notes") or []]
     keeps = sens.get("winner_keeps")
     if keeps:
-        out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {keeps.get('choice')})"))
+        out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {choice_text(keeps.get('choice'))})"))
     return out

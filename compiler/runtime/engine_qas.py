@@ -15,6 +15,7 @@ from .latency import model_size
 from .results import write_best, write_plots
 from .roles import Role
 from .search import Search
+from .sensitivity import choice_text
 from .settings import Settings
 from .space import stage_configs
 from .workers import run_workers
@@ -187,5 +188,5 @@ def main(settings: Settings, role: Role) -> int:
     if "keep_float" in best:
         kept = best["keep_float"]
         say(f"qas: the winner keeps {len(kept['groups'])} group(s) of the sensitivity ranking in float "
-            f"({kept['choice']}): {', '.join(kept['groups']) or 'none'}")
+            f"({choice_text(kept['choice'])}): {', '.join(kept['groups']) or 'none'}")
     return contract.EXIT_OK

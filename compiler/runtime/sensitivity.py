@@ -23,6 +23,9 @@ from .sensitivity_rank import Ranking, rank, resolved
 
 SENSITIVITY_FILE = contract.SENSITIVITY_FILE
 DEFAULTS = {"method": "L2", "samples": 32, "aggregate": "sum", "blocks": {}, "top": 20, "base": None, "search": None}
+# What each method measures, said in words: the L2 here is a mean squared error per output value, on another scale
+# than the search's metric L2 (Quark's Euclidean distance over a whole output), and the report shows them side by side
+MEASURES = {"L2": "mean squared error (L2)", "KL": "KL divergence", "cosine": "cosine distance"}
 FEW_SAMPLES = 16  # below this, the ranking's noise is said to be large
 # Pre-processing that rewrites weights (cross-layer equalization): the float nodes are then no stand-in for a
 # quantized node, so the analysis quantizes without it
@@ -106,7 +109,8 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
         write_json(path, data)
     for line in ranking_lines(data, 3):
         say(f"qas: sensitivity: {line}")
-    for line in write_charts(path, data["groups"][:opts["top"]], data["method"]):
+    for line in write_charts(path, data["groups"][:opts["top"]],
+                              MEASURES.get(data["method"], f"{data['method']} error")):
         say(f"qas: sensitivity: {line}")
     return Ranking(data["groups"])
 
@@ -120,8 +124,10 @@ def notes(data: dict[str, Any]) -> list[str]:
         out.append(f"the ranking is inside its noise: no group's score is clearly above the spread over the "
                    f"{data['samples']} samples (its order is not meaningful; more evaluation samples narrow it)")
     else:
-        out.append(f"{above} of {len(groups)} groups are above their noise; the order of the first "
-                   f"{data['resolved']} is supported by the samples, the rest are within each other's noise")
+        order = ("the first stands clearly ahead" if data["resolved"] == 1 else
+                 f"the order of the first {data['resolved']} is supported by the samples")
+        out.append(f"{above} of {len(groups)} groups are above their noise; {order}, the rest are within each "
+                   f"other's noise")
     if data["samples"] < FEW_SAMPLES:
         out.append(f"only {data['samples']} samples: the noise estimate is rough (keep_float.sensitivity.samples and "
                    f"more evaluation data give a steadier ranking)")
@@ -137,10 +143,18 @@ def notes(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def choice_text(choice: Any) -> str:
+    """A keep_float choice as the spec writes it ({'top_k': 3} -> 'top_k 3', {'coverage': 0.8330} -> 'coverage 0.833')."""
+    if not isinstance(choice, dict):
+        return str(choice)
+    return ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}" for key, value in choice.items())
+
+
 def ranking_lines(data: dict[str, Any], top: int) -> list[str]:
     """sensitivity.json in; the top groups (marked when within their noise), its cost and its notes, as lines."""
     total = sum(g["score"] for g in data["groups"] if g["above_noise"] and g["score"] > 0) or 1.0
-    lines = [f"{data['method']} error at the output removed by keeping a group in float (trimmed mean over "
+    measure = MEASURES.get(data["method"], f"{data['method']} error")
+    lines = [f"{measure} at the output removed by keeping a group in float (trimmed mean over "
              f"{data['samples']} samples, +- noise); quantized base error {data['baseline_error']:.4g}:"]
     for k, group in enumerate(data["groups"][:top], 1):
         share = f"{100 * max(group['score'], 0) / total:5.1f}%" if group["above_noise"] else "within noise"
