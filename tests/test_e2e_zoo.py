@@ -33,9 +33,23 @@ pytestmark = [pytest.mark.e2e, needs_quark]
 MODES = ("plain", "sensitivity", "objectives", "workers", "resume")
 FULL = os.environ.get("QAS_ZOO_FULL") == "1"
 
-# Cells that fail today because of a bug another change fixes: (model, preset, mode) -> the issue item. strict=True, so
-# a cell that starts passing fails until its mark is removed.
-KNOWN: dict[tuple[str, str, str], str] = {}
+# Cells that fail today because of a bug another change fixes, with the issue item; xfail(strict=True), so a cell that
+# starts passing fails until its mark is removed. Seen on every cell of the default matrix it names; for the cells only
+# QAS_ZOO_FULL=1 runs, the same rule is a prediction.
+def known_failure(model: str, preset: str, mode: str) -> str | None:
+    if mode == "objectives":
+        return ("issue 17 item 4: output.plots with search.objectives ends every run with ValueError (Optuna's "
+                "plot_optimization_history needs a target in a multi-objective study)")
+    if mode == "resume":
+        return ("issue 18 item 1: SIGINT inside AdaRound/AdaQuant training is swallowed (Quark catches the "
+                "RuntimeError torch makes of it); fine-tuning runs to its end before the search stops")
+    if mode == "sensitivity" and model in ("resnet_bn", "transformer"):
+        return ("issue 17 item 2: Quark's graph changes a node the float model has by name (a BatchNorm folded into a "
+                "bias-less Conv, MatMul+Add fused into Gemm): sensitivity.bypass raises IndexError on its inputs")
+    if mode == "sensitivity" and preset != "XINT8_SEARCH":
+        return ("issue 17 item 1: with an Int8Spec/Int16Spec base the Q/DQ bypass duplicates a bias initializer: "
+                "onnxruntime refuses the model (Duplicate definition of name)")
+    return None
 
 
 def pairwise() -> list[tuple[str, str, str]]:
@@ -46,8 +60,8 @@ def pairwise() -> list[tuple[str, str, str]]:
 
 def cells() -> list[Any]:
     chosen = [(m, p, k) for m in ZOO for p in PRESETS for k in MODES] if FULL else pairwise()
-    return [pytest.param(*cell, id="-".join(cell), marks=[pytest.mark.xfail(strict=True, reason=KNOWN[cell])]
-                         if cell in KNOWN else []) for cell in chosen]
+    return [pytest.param(*cell, id="-".join(cell), marks=[pytest.mark.xfail(strict=True, reason=reason)]
+                         if (reason := known_failure(*cell)) else []) for cell in chosen]
 
 
 def test_the_default_matrix_covers_every_pair() -> None:
@@ -112,7 +126,6 @@ def sensitivity(zm: ZooModel, folder: Path, preset: str) -> None:
     ranked = run_qas("sensitivity", "spec.yaml", "--python", sys.executable, cwd=folder)
     assert ranked.returncode == 0, ranked.stdout[-3000:] + ranked.stderr[-3000:]
     out = folder / "autosearch_output"
-    assert not (out / "sensitivity.json.lock").exists()
     data = json.loads((out / "sensitivity.json").read_text())
     named = {node for group in data["groups"] for node in group["nodes"]}
     missing = [n for n in zm.weight_nodes if n not in named]
@@ -136,7 +149,8 @@ def objectives(zm: ZooModel, folder: Path, preset: str) -> None:
     assert runner_up is not None and runner_up["trial_number"] != best["trial_number"]
     assert runner_up["config"] != best["config"], "the runner-up repeats the winner's configuration"
     assert best["float"]["latency"]["median_ms"] > 0 and best["latency"]["median_ms"] > 0
-    for plot in ("optimization_history.html", "report/pareto_front.html", "report/optimization_history.html"):
+    assert list(out.glob("*.html")), "output.plots: true, but the search wrote no plot"
+    for plot in ("report/pareto_front.html", "report/pareto_front.png", "report/optimization_history.html"):
         assert (out / plot).is_file(), plot
     assert json.loads((out / "pareto.json").read_text())["winner"] == best["trial_number"]
 
