@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.budget import quantized_model_bytes
 from compiler.pipeline import compile_spec
 
 from .conftest import EXAMPLE_DIR, model_with_external_data
@@ -74,3 +75,14 @@ def test_disk_counts_models_at_their_quantized_size(tmp_path: Path, weight: str,
     nodes = 7  # the example's quantizable nodes
     assert budget.quantized_bytes == pytest.approx(budget.model_bytes * fraction, abs=nodes * 1000)
     assert budget.disk_estimate_bytes == 12 * budget.quantized_bytes  # 11 models + best_model.onnx, no dumps
+
+
+def test_every_zoo_model_is_counted_at_its_quantized_size_on_disk(tmp_path: Path) -> None:
+    from .zoo import ZOO, build
+
+    for name in ZOO:
+        zm = build(name, tmp_path / name)
+        result = compile_spec(zm.write_spec(tmp_path / name, preset="A16W8_SEARCH"))
+        budget, nodes = result.plan.budget, sum(result.plan.model_analysis["quantizable_op_counts"].values())
+        # Int8 weights (A16W8 quantizes activations to 16 bits, weights to 8): a quarter, + the Q/DQ nodes
+        assert budget.quantized_bytes == quantized_model_bytes(budget.model_bytes, 8, nodes) < budget.model_bytes, name

@@ -127,3 +127,29 @@ def test_real_quark_fails_per_channel_at_opset_11_and_passes_at_13(tmp_path: Pat
     convert(command, tmp_path)  # the hint's own command
     quantize(tmp_path / target, channel)
     assert (tmp_path / "models" / "q.onnx").is_file()
+
+
+def test_the_zoos_opset_11_model_with_channel_is_refused_and_compiles_once_converted(tmp_path: Path) -> None:
+    from .zoo import build
+
+    zm = build("opset11", tmp_path)
+    spec = zm.write_spec(tmp_path, preset="A8W8_SEARCH",
+                         extra_yaml="search: {override: {weight_params: {quant_granularity: [Tensor, Channel]}}}\n")
+    (d,) = [d for d in compile_spec(spec).diagnostics if d.code == "QAS717"]
+    command, target = convert_command("models/opset11.onnx", external=False)
+    assert command in d.hint
+    convert(command, tmp_path)
+    spec.write_text(spec.read_text().replace("models/opset11.onnx", target))
+    assert "QAS717" not in codes(spec)
+
+
+def test_every_other_zoo_model_takes_channel(tmp_path: Path) -> None:
+    from .zoo import ZOO, build
+
+    for name in ZOO:
+        if name == "opset11":
+            continue
+        zm = build(name, tmp_path / name)
+        spec = zm.write_spec(tmp_path / name, preset="A8W8_SEARCH",
+                             extra_yaml="search: {override: {weight_params: {quant_granularity: [Channel]}}}\n")
+        assert "QAS717" not in codes(spec), name
