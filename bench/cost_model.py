@@ -1,9 +1,10 @@
 """Measure the rough time estimate against real runs: flags in; measured figures, fitted constants and
 estimate/actual ratios out (a table, or JSON with --json).
 
-Three models of clearly different size and shape: the example's tinycnn (22 KB, 7 nodes, 3 fine-tuned
-layers), and two generated here by bench/make_models.py (never committed): resnetish (6.3 MB, 50 nodes,
-22 fine-tuned layers) and widemlp (34 MB, 7 nodes, 4 Gemm layers: many bytes, few nodes).
+Four models of clearly different size and shape: the example's tinycnn (22 KB, 7 nodes, 3 fine-tuned layers), and
+three generated here by bench/make_models.py (never committed): resnetish (6.3 MB, 50 nodes, 22 fine-tuned layers),
+detector (2 MB, 31 nodes, 14 Conv at a 160x160 input: much compute per MB) and widemlp (34 MB, 7 nodes, 4 Gemm
+layers: many bytes, few nodes).
 Per model, in a temp workspace:
   1. a real run, first (this process has not loaded Quark yet): the spec compiled with `python -m
      compiler compile` and `<out>/<name>_autosearch.py` run as a subprocess (engine qas, XINT8_SEARCH,
@@ -16,6 +17,8 @@ Per model, in a temp workspace:
      (the slope is calibration's cost per sample), AdaRound and AdaQuant at two iteration counts (the
      slope is the cost per iteration, the rest the per-layer data collection), and the warm-up of the
      first fine-tuning in a process (first model only).
+  3. `<script> --sensitivity` (the ranking a keep_float.search runs first): its quantization and inference time;
+     and the mean size of the quantized models the real run wrote (the disk estimate's size per model).
 Then the constants are fitted from all models (least squares of the relative error, see fit()) and the
 estimate (compiler/cost.py) of each part of each real run is set against what it took: the ratio
 estimate/actual, target within 2x.
@@ -23,10 +26,12 @@ The ratios are printed twice: with the constants in cost_model.json, and with th
 The machine is shared and noisy: the load average is recorded beside the figures, and each in-process
 quantization is timed --repeat times, the least kept. --write puts the fitted constants and this run's
 figures (measured.fit: when, where, versions, per model) into cost_model.json; run again with
---record-check to check them on a fresh run (measured.check). Takes 15-30 minutes on 2 CPU cores.
+--record-check to check them on a fresh run (measured.check). Takes 15-30 minutes on 2 idle CPU cores, an hour
+or more on a loaded machine: --keep DIR saves each model's measurements there, --resume reuses them, so models can
+be measured by separate runs (--only) and fitted together by a last `--keep DIR --resume --write`.
 
   .venv/bin/python bench/cost_model.py [--json] [--only NAME ...] [--no-run | --no-fit] [--repeat 2]
-                                       [--keep DIR] [--write | --record-check]
+                                       [--keep DIR [--resume]] [--write | --record-check]
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import shutil
@@ -55,7 +61,8 @@ COST_MODEL = REPO / "compiler" / "data" / "cost_model.json"
 import make_models  # noqa: E402 - bench/ is on the path only now
 
 # name -> (calibration samples, evaluation samples, fine-tuning iterations low/high, sampler trials of the real run)
-MODELS = {"tinycnn": (8, 4, (10, 210), 6), "resnetish": (16, 8, (5, 45), 4), "widemlp": (16, 8, (10, 60), 4)}
+MODELS = {"tinycnn": (8, 4, (10, 210), 6), "resnetish": (16, 8, (5, 45), 4), "detector": (16, 8, (5, 30), 4),
+          "widemlp": (16, 8, (10, 60), 4)}
 CALIBRATION_COUNTS = (4, 32)  # plain quantization at these sample counts (the samples are cycled)
 BATCH = {"adaround": 1, "adaquant": 2}  # as XINT8_SEARCH draws them (AdaRound: Quark's default)
 SPEC = """qas: 1
@@ -90,7 +97,8 @@ def workspace(root: Path, name: str) -> Path:
     calib, evaluation, (low, high), trials = MODELS[name]
     folder = root / name
     if name == "tinycnn":
-        shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("autosearch_output", "spec.yaml"))
+        shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("autosearch_output", "spec.yaml"),
+                        dirs_exist_ok=True)
     else:
         make_models.make(name, folder, calib, evaluation)
     spec = folder / "spec.yaml"
@@ -207,6 +215,7 @@ def run_script(spec: Path) -> dict[str, Any]:
     from ruamel.yaml import YAML
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    shutil.rmtree(spec.parent / "out", ignore_errors=True)  # a fresh study, never a resumed one
     subprocess.run([sys.executable, "-m", "compiler", "compile", str(spec)], cwd=REPO, env=env, check=True,
                    capture_output=True)
     out = spec.parent / "out"
@@ -218,7 +227,14 @@ def run_script(spec: Path) -> dict[str, Any]:
     end = time.time()
     if done.returncode != 0:
         raise SystemExit(f"{spec.parent.name}: the script exited {done.returncode}:\n{done.stderr[-2000:]}")
-    storage = f"sqlite:///{out / manifest['outputs']['study']['db']}"
+    db = out / manifest["outputs"]["study"]["db"]
+    if db.suffix == ".journal":  # engine qas's default storage
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        storage: Any = JournalStorage(JournalFileBackend(str(db)))
+    else:
+        storage = f"sqlite:///{db}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trials = []
     for summary in optuna.get_all_study_summaries(storage):
@@ -232,9 +248,26 @@ def run_script(spec: Path) -> dict[str, Any]:
                            "reused": "reused_from" in t.user_attrs})
     trials.sort(key=lambda t: t["start"])
     plain = [t["s"] for t in trials if t["algorithm"] is None]
-    return {"wall_s": end - start, "startup_s": trials[0]["start"] - start, "tail_s": end - trials[-1]["end"],
+    models = [p.stat().st_size for p in out.rglob("*.onnx") if p.name != "best_model.onnx"]
+    return {"wall_s": end - start, "quantized_bytes": statistics.fmean(models) if models else None,
+            "quantized_models": len(models), "startup_s": trials[0]["start"] - start, "tail_s": end - trials[-1]["end"],
             "first_trial_excess_s": max(plain[0] - statistics.median(plain[1:]), 0.0),
             "trials": trials, "load": [load_before, load_average()]}
+
+
+def rank(spec: Path) -> dict[str, Any]:
+    """`<script> --sensitivity` on the compiled spec (what keep_float.search runs before its trials): its recorded cost."""
+    from ruamel.yaml import YAML
+
+    out = spec.parent / "out"
+    manifest = YAML(typ="safe").load(out / "run_manifest.yaml")
+    (out / "sensitivity.json").unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, str(out / manifest["outputs"]["script"]), "--sensitivity"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{spec.parent.name}: --sensitivity exited {done.returncode}:\n{done.stderr[-2000:]}")
+    data = json.loads((out / "sensitivity.json").read_text(encoding="utf-8"))
+    return {**data["cost"], "samples": data["samples"]}
 
 
 def solve(rows: list[list[float]], targets: list[float]) -> list[float]:
@@ -253,20 +286,23 @@ def solve(rows: list[list[float]], targets: list[float]) -> list[float]:
 
 def fit(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Constants for compiler/data/cost_model.json from every model's components (and real run, when there is one)."""
+    from compiler.cost import constants
+    from compiler.cost import per_sample as sample_s
     from compiler.cost import workload
 
     ws = {name: workload(m["facts"]) for name, m in measured.items()}
     comp = {name: m["components"] for name, m in measured.items()}
 
     def per_sample(targets: dict[str, float]) -> dict[str, float]:
-        per_node, per_mb = solve([[ws[n].nodes, ws[n].model_mb] for n in targets], list(targets.values()))
-        return {"per_node": per_node, "per_mb": per_mb}
+        per_node, per_mb, per_mb_melem = solve([[ws[n].nodes, ws[n].model_mb, ws[n].model_mb * ws[n].input_melems]
+                                                for n in targets], list(targets.values()))
+        return {"per_node": per_node, "per_mb": per_mb, "per_mb_melem": per_mb_melem}
 
     out: dict[str, Any] = {
         "calibration_s_per_sample": per_sample({n: comp[n]["calibration_s_per_sample"] for n in ws}),
         "evaluation_s_per_sample": per_sample({n: comp[n]["forward_quantized_s"] for n in ws})}
-    evaluation = {n: ws[n].evaluation * (out["evaluation_s_per_sample"]["per_node"] * ws[n].nodes
-                                         + out["evaluation_s_per_sample"]["per_mb"] * ws[n].model_mb) for n in ws}
+    forward = {n: sample_s(out["evaluation_s_per_sample"], ws[n]) for n in ws}
+    evaluation = {n: ws[n].evaluation * forward[n] for n in ws}
     runs = {n: m["run"] for n, m in measured.items() if "run" in m}
     if runs:
         calibration = {n: ws[n].calibration * comp[n]["calibration_s_per_sample"] for n in runs}
@@ -276,25 +312,51 @@ def fit(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
             [[1.0, ws[n].nodes, ws[n].model_mb] for n in runs], list(fixed.values()))
         out["startup_s"] = statistics.fmean(r["startup_s"] + r["tail_s"] + r["first_trial_excess_s"] - evaluation[n]
                                             for n, r in runs.items())
+        sizes = [(r["quantized_bytes"] - ws[n].model_mb * 1e6 * 8 / 32) / max(ws[n].quantized_nodes, 1)
+                 for n, r in runs.items() if r.get("quantized_bytes")]
+        if sizes:
+            out["quantized_size"] = {"qdq_bytes_per_node": max(statistics.median(sizes), 0.0)}
     rows, targets = [], []
     for algorithm in ("adaround", "adaquant"):
-        a, b = solve([[ws[n].layers, ws[n].model_mb] for n in ws], [comp[n][algorithm]["s_per_iteration"] for n in ws])
-        out[algorithm] = {"s_per_layer_iteration": a, "s_per_mb_iteration": b}
+        b = BATCH[algorithm]
+        a, per_mb, per_mb_melem = solve([[ws[n].layers, b * ws[n].model_mb, b * ws[n].model_mb * ws[n].input_melems]
+                                         for n in ws], [comp[n][algorithm]["s_per_iteration"] for n in ws])
+        out[algorithm] = {"s_per_layer_iteration": a, "s_per_mb_sample_iteration": per_mb,
+                          "s_per_mb_melem_sample_iteration": per_mb_melem}
         for n in ws:
-            rows.append([1.0, ws[n].calibration * ws[n].model_mb])
+            rows.append([1.0, ws[n].calibration * forward[n]])
             targets.append(max(comp[n][algorithm]["collect_s"], 1e-3) / ws[n].layers)
-    fixed_layer, per_sample_mb = solve(rows, targets)
-    out["finetune_layer_s"] = {"fixed": fixed_layer, "per_sample_mb": per_sample_mb}
+    fixed_layer, per_forward = solve(rows, targets)
+    out["finetune_layer_s"] = {"fixed": fixed_layer, "per_forward": per_forward}
     warm = [c["finetune_warmup_s"] for c in comp.values() if "finetune_warmup_s" in c]
     if warm:
         out["finetune_warmup_s"] = warm[0]
+    if runs:  # the level from the real runs: each factor so that the worst ratios above and below 1 are equal
+        out["run_factor"] = {"plain": 1.0, "finetune": 1.0}
+        for _ in range(4):
+            c = {**constants(), **out}
+            checked = [check(measured[n]["facts"], r, c)["parts"] for n, r in runs.items()]
+            for factor, part in (("plain", "plain trials"), ("finetune", "fine-tuned trials")):
+                ratios = [p[part]["ratio"] for p in checked if part in p]
+                out["run_factor"][factor] /= math.sqrt(min(ratios) * max(ratios))
+            ratios = [p["startup+tail"]["ratio"] for p in checked]
+            out["startup_s"] /= math.sqrt(min(ratios) * max(ratios))
+    ranked = {n: m["sensitivity"] for n, m in measured.items() if "sensitivity" in m}
+    if ranked and runs:  # per candidate: what is left of the stage once its quantization (a plain trial's estimate)
+        # and the forward passes are counted (the stage's fresh process pays first-call costs a trial does not)
+        from compiler.cost import plain_s
+
+        c = {**constants(), **out}
+        per = {n: max((r["quantize_s"] + r["infer_s"] - plain_s(ws[n], c)) / (r["candidates"] + 2)
+                      - r["samples"] * forward[n], 1e-4) for n, r in ranked.items()}
+        fixed_c, per_node = solve([[1.0, ws[n].nodes] for n in per], list(per.values()))
+        out["sensitivity_candidate_s"] = {"fixed": fixed_c, "per_node": per_node}
     return out
 
 
-def check(facts: Any, run: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
-    """Estimate against actual for the parts of one real run, with the constants `c`."""
+def check(facts: Any, run: dict[str, Any], c: dict[str, Any], ranked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Estimate against actual for the parts of one real run (and the sensitivity ranking), with the constants `c`."""
     from compiler import cost
-
 
     w = cost.workload(facts)
     classes = cost.finetune_classes(facts.space)
@@ -303,7 +365,8 @@ def check(facts: Any, run: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
     tuned = [t for t in ran if t["algorithm"] is not None]
     est_plain = cost.plain_s(w, c) * len(plain)
     est_tuned = sum(cost.plain_s(w, c) + cost.finetune_s(w, t["algorithm"], t["iterations"],
-                                                         classes[t["algorithm"]].data_size, c) for t in tuned)
+                                                         classes[t["algorithm"]].data_size, c,
+                                                         classes[t["algorithm"]].batch) for t in tuned)
     est_start = cost.startup_s(w, False, c)  # the fine-tuning warm-up is counted with the fine-tuned trials
     est_tuned += c["finetune_warmup_s"] if tuned else 0.0
     excess = run["first_trial_excess_s"]  # the first trial's first-call costs: counted as start-up
@@ -312,6 +375,14 @@ def check(facts: Any, run: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
               "fine-tuned trials": sum(t["s"] for t in tuned), "total": run["wall_s"]}
     est = {"startup+tail": est_start, "plain trials": est_plain, "fine-tuned trials": est_tuned,
            "total": est_start + est_plain + est_tuned}
+    if ranked is not None:  # `qas sensitivity` on the same spec: the stage a keep_float.search runs first
+        actual["sensitivity"] = ranked["quantize_s"] + ranked["infer_s"]
+        est["sensitivity"] = cost.sensitivity_s(w, ranked["samples"], c)
+    if run.get("quantized_bytes"):  # one quantized model on disk, as the budget counts it
+        from compiler.budget import quantized_model_bytes
+
+        actual["model bytes"] = run["quantized_bytes"]
+        est["model bytes"] = quantized_model_bytes(int(w.model_mb * 1e6), 8, w.quantized_nodes, c["quantized_size"])
     low, high = cost.estimate(facts, c).total_s
     return {"parts": {k: {"estimate_s": est[k], "actual_s": actual[k], "ratio": est[k] / actual[k]}
                       for k in actual if actual[k] > 0},
@@ -339,10 +410,15 @@ def main() -> int:
     parser.add_argument("--no-run", action="store_true", help="components only: no compiled script is run")
     parser.add_argument("--no-fit", action="store_true", help="real runs only: no components, no fit")
     parser.add_argument("--repeat", type=int, default=2, help="time each quantization this often, keep the least")
-    parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temp dir)")
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temp dir); each model's "
+                                                  "measurements are saved there as <name>.measured.json")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --keep: reuse the measurements a previous (interrupted) run saved there")
     args = parser.parse_args()
     if args.write and (args.no_fit or args.no_run):
         parser.error("--write needs the components and the real runs")
+    if args.resume and args.keep is None:
+        parser.error("--resume needs --keep")
     # Quark prints tables on stdout: keep stdout for the result only.
     result_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -354,12 +430,18 @@ def main() -> int:
         for i, name in enumerate(args.only or MODELS):
             spec = workspace(root, name)
             facts = analyze(spec)
+            saved = root / f"{name}.measured.json"
+            if args.resume and saved.is_file():
+                measured[name] = {**json.loads(saved.read_text(encoding="utf-8")), "facts": facts}
+                continue
             measured[name] = {"facts": facts}
             if not args.no_run:  # first, while no Quark import of this process competes with it
                 measured[name]["run"] = run_script(spec)
+                measured[name]["sensitivity"] = rank(spec)
             if not args.no_fit:
                 measured[name]["components"] = components(spec, first=i == 0, repeat=args.repeat)
             measured[name]["load_after"] = load_average()
+            saved.write_text(json.dumps({k: v for k, v in measured[name].items() if k != "facts"}), encoding="utf-8")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -377,9 +459,11 @@ def main() -> int:
                  "components": m.get("components"), "load_after": m["load_after"]}
         if "run" in m:
             entry["run"] = m["run"]
-            entry["check"] = check(m["facts"], m["run"], committed)  # the constants in cost_model.json
+            ranked = m.get("sensitivity")
+            entry["sensitivity"] = ranked
+            entry["check"] = check(m["facts"], m["run"], committed, ranked)  # the constants in cost_model.json
             if {"startup_s", "trial_s"} <= set(fitted):
-                entry["check_fitted"] = check(m["facts"], m["run"], {**committed, **fitted})  # this run's fit
+                entry["check_fitted"] = check(m["facts"], m["run"], {**committed, **fitted}, ranked)  # this run's fit
         report["models"][name] = entry
     if args.write or args.record_check:
         record(report, fitted=args.write)
@@ -407,7 +491,8 @@ def record(report: dict[str, Any], fitted: bool) -> None:
     data = json.loads(COST_MODEL.read_text(encoding="utf-8"))
     if fitted:
         for name, value in report["fitted"].items():
-            data[name].update(rounded(value) if isinstance(value, dict) else {"value": rounded(value)})
+            basis = data.get(name, {}).get("basis", "fitted: bench/cost_model.py")
+            data[name] = {**(rounded(value) if isinstance(value, dict) else {"value": rounded(value)}), "basis": basis}
     models = {}
     for name, m in report["models"].items():
         checked = m.get("check_fitted" if fitted else "check")

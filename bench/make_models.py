@@ -4,6 +4,9 @@ Built with onnx.helper and seeded numpy weights at bench time (never committed).
 - resnetish: a 3x64x64 input, a two-conv stem, four stages of two residual blocks (widths 24, 48, 96,
   192; the first block of stages 2-4 halves the resolution and has a 1x1 projection), global pooling
   and a Gemm to 10 classes: 21 Conv + 1 Gemm, 50 nodes, about 1.6 M weights (6.3 MB).
+- detector: a 3x160x160 input, a stride-2 stem and three stride-2 stages (widths 32, 64, 128, two 3x3 convs each), a
+  small feature pyramid (1x1 laterals, nearest Resize x2, Concat) and a 3x3 + 1x1 head with Sigmoid on the 40x40
+  map: 14 Conv, 0.5 M weights (2 MB) at a high resolution, so compute per MB is far above resnetish's.
 - widemlp: a 1024-wide input through Gemm layers 1024 -> 2048 -> 2048 -> 1024 -> 10 with Relu between:
   few nodes (7) and many bytes (8.4 M weights, 34 MB), to tell per-node costs from per-byte ones.
 
@@ -87,7 +90,34 @@ def widemlp(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.T
     return nodes, initializers, [1, widths[0]]
 
 
-BUILDERS = {"resnetish": resnetish, "widemlp": widemlp}
+def detector(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[int]]:
+    g = Builder(rng)
+    x = g.conv("stem", "input", 3, 16, 3, 2)
+    feats, c_in = [], 16
+    for s, width in enumerate((32, 64, 128)):
+        x = g.conv(f"s{s}a", x, c_in, width, 3, 2)
+        x = g.conv(f"s{s}b", x, width, width, 3)
+        feats.append((x, width))
+        c_in = width
+    (p3, c3), (p4, c4), (p5, c5) = feats
+    top = g.conv("lat5", p5, c5, 64, 1, relu=False)
+    g.initializers.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up.scales"))
+    for level, (name, c) in (("4", (p4, c4)), ("3", (p3, c3))):
+        g.nodes.append(helper.make_node("Resize", [top, "", "up.scales"], [f"up{level}"], name=f"up{level}",
+                                        mode="nearest"))
+        lateral = g.conv(f"lat{level}", name, c, 64, 1, relu=False)
+        g.nodes.append(helper.make_node("Concat", [f"up{level}", lateral], [f"cat{level}"], name=f"cat{level}", axis=1))
+        top = g.conv(f"fuse{level}", f"cat{level}", 128, 64, 3)
+    y = g.conv("head", top, 64, 64, 3)
+    y = g.conv("pred", y, 64, 10, 1, relu=False)
+    g.nodes.append(helper.make_node("Sigmoid", [y], ["scores"], name="sigmoid"))
+    g.nodes.append(helper.make_node("GlobalAveragePool", ["scores"], ["pooled"], name="pool"))
+    g.nodes.append(helper.make_node("Flatten", ["pooled"], ["logits"], name="flatten"))
+    return g.nodes, g.initializers, [1, 3, DETECTOR_SIZE, DETECTOR_SIZE]
+
+
+DETECTOR_SIZE = 160
+BUILDERS = {"resnetish": resnetish, "detector": detector, "widemlp": widemlp}
 
 
 def build_model(name: str, rng: np.random.Generator) -> tuple[onnx.ModelProto, list[int]]:

@@ -1,7 +1,7 @@
 """Budget facts: a Spec in; the Budget (trials, grid size, models produced, disk estimate) out.
 
-Models produced = stage-1 grid configurations + sampler trials; disk = models x model size plus
-the output dumps. Quark clamps n_trials to its "discrete space size", which ignores continuous
+Models produced = stage-1 grid configurations + sampler trials; disk = models on disk x the quantized
+model's size (weights at the widest bit width the space draws, + Q/DQ nodes) plus the output dumps. Quark clamps n_trials to its "discrete space size", which ignores continuous
 ranges (QUARK-FACTS F3); `quark_would_run` records that clamp. Judging the counts is the budget
 pass's job.
 """
@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .intake import analysis
 from .model import Spec
+from .resources import load_data
 from .resolved import engine, merged_space, sample_counts, spec_path, two_stage
 from .runtime.contract import BEST_MODEL_FILE
 from .spacemath import count_configs, optuna_distinct, quark_discrete_size, stage1_space, stage2_template
@@ -28,9 +30,10 @@ class Budget:
     distinct_configs: float  # what the sampler stage can draw (math.inf with continuous ranges)
     models_produced: int
     model_bytes: int
+    quantized_bytes: int  # one quantized model: quantized_model_bytes()
     dump_bytes: int  # Quark's float-output .npy dumps, plus one quantized model's dumps at a time
     dump_is_lower_bound: bool  # dynamic output dims counted as 1, or a user reader of unknown length
-    disk_estimate_bytes: int  # models_produced * model_bytes + dump_bytes
+    disk_estimate_bytes: int  # the models on disk at once * quantized_bytes + dump_bytes
 
 
 def model_bytes(spec: Spec) -> int:
@@ -105,11 +108,38 @@ def count_budget(spec: Spec) -> Budget:
         effective = n if distinct == math.inf else min(n, int(distinct))
     produced = grid + effective
     size = model_bytes(spec)
+    quantized = quantized_model_bytes(size, weight_bits(space), sum(analysis(spec)["quantizable_op_counts"].values()))
     dumps, lower_bound = output_dump_bytes(spec)
     return Budget(requested_trials=n, effective_trials=effective, quark_would_run=quark_would_run,
                   grid_configs=grid, distinct_configs=distinct, models_produced=produced,
-                  model_bytes=size, dump_bytes=dumps, dump_is_lower_bound=lower_bound,
-                  disk_estimate_bytes=models_on_disk(spec, produced) * size + dumps)
+                  model_bytes=size, quantized_bytes=quantized, dump_bytes=dumps, dump_is_lower_bound=lower_bound,
+                  disk_estimate_bytes=models_on_disk(spec, produced) * quantized + dumps)
+
+
+# Bits of a stored weight by the weight spec class, and by a weight_params.data_type that overrides it (Quark's
+# names). BFP16 shares an exponent per block of 8-bit mantissas: counted as 16, the safe side for a disk estimate.
+SPEC_BITS = {"XInt8Spec": 8, "Int8Spec": 8, "UInt8Spec": 8, "Int16Spec": 16, "UInt16Spec": 16, "BFloat16Spec": 16,
+             "BFP16Spec": 16}
+DATA_TYPE_BITS = {"Int8": 8, "UInt8": 8, "Int16": 16, "UInt16": 16, "BFP16": 16, "BFloat16": 16, "Int32": 32,
+                  "UInt32": 32}
+
+
+def weight_bits(space: dict[str, Any]) -> int:
+    """The widest stored weight the space can draw (32, float size, for anything unknown)."""
+    specs = space.get("weight") if isinstance(space.get("weight"), list) else [None]
+    bits = [SPEC_BITS.get(s, 32) for s in specs] or [32]
+    group = space.get("weight_params")
+    types = group.get("data_type") if isinstance(group, dict) else None
+    if isinstance(types, list) and types:
+        bits = [DATA_TYPE_BITS.get(t, 32) for t in types]
+    return max(bits)
+
+
+def quantized_model_bytes(float_bytes: int, bits: int, quantized_nodes: int, size: dict[str, Any] | None = None) -> int:
+    """One quantized model file: the float model's bytes (mostly weights) scaled by bits/32, plus the Q/DQ nodes, scales
+    and zero points Quark adds around each quantized node (cost_model.json's quantized_size; bench/cost_model.py)."""
+    per_node = (size or load_data("cost_model.json")["quantized_size"])["qdq_bytes_per_node"]
+    return int(float_bytes * bits / 32 + per_node * quantized_nodes)
 
 
 def models_on_disk(spec: Spec, produced: int) -> int:

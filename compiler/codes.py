@@ -130,6 +130,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS714", E, "preprocessed images do not fit the model input"),
     Code("QAS715", E, "image folder cannot feed the model's inputs"),
     Code("QAS716", E, "external data outside the model's folder"),
+    Code("QAS717", E, "per-channel weights on a model below opset 13"),
     # writing outputs
     Code("QAS801", E, "generated script was edited by hand"),
     Code("QAS802", E, "output file was not written by qas"),

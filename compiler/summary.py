@@ -9,8 +9,10 @@ from .cost import duration
 from .lower import Plan
 
 
-ROUGH = ("rough: fitted to CPU runs of three models (bench/cost_model.py), within 2x of them; another model "
-         "shape, a GPU or a busy machine can put it several times off; constants in compiler/data/cost_model.json")
+ROUGH = ("rough: fitted to CPU runs of three models, fine-tuning included (bench/cost_model.py; ratios in README), "
+         "within 2x of them; fitted on a loaded 2-core machine, where fine-tuning ran 20-35x slower than on an idle "
+         "one; another model shape or a GPU can put it several times off; constants in "
+         "compiler/data/cost_model.json")
 
 
 def plan_summary(plan: Plan) -> dict[str, Any]:
@@ -43,6 +45,9 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
                  "per_trial_s": {k: round(v, 3) for k, v in t.per_trial_s.items()},
                  "finetune_iterations": t.iterations,
                  "total_s": [round(v, 1) for v in t.total_s],
+                 "sensitivity_s": round(t.sensitivity_s, 1),
+                 "parallelism": round(t.parallelism, 2),
+                 "new_trials": [round(v, 1) for v in t.new_trials],
                  "samples_assumed": t.samples_assumed,
                  "rough": ROUGH},
         "environment": plan.environment,
@@ -132,14 +137,31 @@ def summary_text(s: dict[str, Any]) -> str:
         ("disk", ("at least " if disk["lower_bound"] else "") + f"{gb(disk['estimate_bytes'])} "
                  f"({gb(disk['models_bytes'])} models, {gb(disk['output_dump_bytes'])} output dumps)"),
         ("time/trial", classes + (" (sample count assumed)" if time["samples_assumed"] else "")),
-        ("time", f"{total}, {duration(time['startup_s'])} start-up included ("
-                 + ("as if on one worker: the workers share the trials; " if s["workers"] > 1 or s["launch"] else "")
-                 + "rough: can be several times off)"),
+        ("time", _time_text(s, total)),
         *_objectives_text(s),
         ("checked on", f"{env['source']}: Python {env['python']}, {env['accelerator']}; {found}"),
     ]
     width = max(len(k) for k, _ in rows)
     return f"plan for {s['name']}:\n" + "".join(f"  {k:<{width}}  {v}\n" for k, v in rows)
+
+
+def _time_text(s: dict[str, Any], total: str) -> str:
+    """The total, what it includes, and what divides it (workers) or shrinks it (repeats answered from the study)."""
+    time, trials = s["time"], s["trials"]
+    parts = [f"{duration(time['startup_s'])} start-up"]
+    if time["sensitivity_s"]:
+        parts.append(f"{duration(time['sensitivity_s'])} sensitivity ranking")
+    notes = []
+    if s["workers"] > 1:
+        notes.append(f"{s['workers']} workers here run about {time['parallelism']:.1f} trials at once")
+    if s["launch"]:
+        notes.append("launch files not counted: their workers run on other machines")
+    new = time["new_trials"][0]
+    if trials["effective"] and new < trials["effective"] - 0.5:
+        notes.append(f"about {new:.0f} of the {trials['effective']} sampler trials are new, the rest repeats "
+                     "answered from the study")
+    return (f"{total}, {' and '.join(parts)} included" + "".join(f"; {n}" for n in notes)
+            + " (rough: can be several times off)")
 
 
 LAUNCH_UNITS = {"kubernetes": "pods", "slurm": "array tasks"}

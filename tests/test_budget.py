@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.budget import quantized_model_bytes
 from compiler.pipeline import compile_spec
 
 from .conftest import EXAMPLE_DIR, model_with_external_data
@@ -24,7 +25,7 @@ def big_model_spec(tmp_path: Path, size: int) -> Path:
 
 def test_a_search_that_cannot_fit_on_the_disk_is_refused(tmp_path: Path) -> None:
     free = shutil.disk_usage(tmp_path).free
-    spec = big_model_spec(tmp_path, free // 4)  # 3 grid + 8 trials = 11 models of a quarter of the free space
+    spec = big_model_spec(tmp_path, free)  # 3 grid + 8 trials = 11 models of a quarter of the free space each
     result = compile_spec(spec)
     codes = [d.code for d in result.diagnostics]
     assert "QAS405" in codes and not result.files
@@ -33,7 +34,7 @@ def test_a_search_that_cannot_fit_on_the_disk_is_refused(tmp_path: Path) -> None
 
 
 def test_a_large_search_that_fits_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = big_model_spec(tmp_path, 20 * 10**9)  # 11 models of 20 GB
+    spec = big_model_spec(tmp_path, 40 * 10**9)  # 11 models of 40 GB, 10 GB each once quantized
     spec.write_text(spec.read_text().replace("n_trials: 8", "n_trials: 8, engine: autosearchpro"))
     Usage = namedtuple("Usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**13, 0, 10**13))
@@ -43,7 +44,8 @@ def test_a_large_search_that_fits_is_a_warning(tmp_path: Path, monkeypatch: pyte
     assert [d.code for d in result.diagnostics] == ["QAS406"]
     budget = result.plan.budget
     assert budget.dump_bytes == 2 * 8 * 10 * 4  # float + one quantized dump of 8 samples x 10 float32 logits
-    assert budget.disk_estimate_bytes == 11 * budget.model_bytes + budget.dump_bytes
+    assert budget.disk_estimate_bytes == 11 * budget.quantized_bytes + budget.dump_bytes
+    assert budget.quantized_bytes < budget.model_bytes / 3  # 8-bit weights: a quarter, + Q/DQ nodes
     assert result.files  # a warning does not stop the compile
 
 
@@ -54,7 +56,7 @@ def test_engine_qas_counts_the_models_keep_models_leaves(tmp_path: Path, keep: s
     budget = compile_spec(spec).plan.budget
     # 11 models produced; kept + the one being scored, + the best_model.onnx copy; no output dumps
     assert budget.models_produced == 11 and budget.dump_bytes == 0
-    assert budget.disk_estimate_bytes == on_disk * budget.model_bytes
+    assert budget.disk_estimate_bytes == on_disk * budget.quantized_bytes
 
 
 def test_external_data_counts_towards_the_model_size(tmp_path: Path) -> None:
@@ -63,3 +65,24 @@ def test_external_data_counts_towards_the_model_size(tmp_path: Path) -> None:
     assert result.plan.budget.model_bytes == (tmp_path / "big.onnx").stat().st_size + 500
     assert result.plan.external_data == "../big.onnx_data"
     assert result.plan.model_analysis["external_data"] == [{"location": "big.onnx_data", "exists": True, "bytes": 500}]
+
+
+@pytest.mark.parametrize("weight, fraction", [("XInt8Spec", 1 / 4), ("Int16Spec", 1 / 2)])
+def test_disk_counts_models_at_their_quantized_size(tmp_path: Path, weight: str, fraction: float) -> None:
+    spec = big_model_spec(tmp_path, 4 * 10**6)
+    spec.write_text(spec.read_text().replace("n_trials: 8}", "n_trials: 8, override: {weight: [%s]}}" % weight))
+    budget = compile_spec(spec).plan.budget
+    nodes = 7  # the example's quantizable nodes
+    assert budget.quantized_bytes == pytest.approx(budget.model_bytes * fraction, abs=nodes * 1000)
+    assert budget.disk_estimate_bytes == 12 * budget.quantized_bytes  # 11 models + best_model.onnx, no dumps
+
+
+def test_every_zoo_model_is_counted_at_its_quantized_size_on_disk(tmp_path: Path) -> None:
+    from .zoo import ZOO, build
+
+    for name in ZOO:
+        zm = build(name, tmp_path / name)
+        result = compile_spec(zm.write_spec(tmp_path / name, preset="A16W8_SEARCH"))
+        budget, nodes = result.plan.budget, sum(result.plan.model_analysis["quantizable_op_counts"].values())
+        # Int8 weights (A16W8 quantizes activations to 16 bits, weights to 8): a quarter, + the Q/DQ nodes
+        assert budget.quantized_bytes == quantized_model_bytes(budget.model_bytes, 8, nodes) < budget.model_bytes, name

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import compile_hanging, needs_quark, qas
+from .conftest import HANG_SPEC, compile_hanging, needs_quark, qas
 
 pytestmark = [pytest.mark.e2e, needs_quark]
 
@@ -62,15 +62,44 @@ def assert_exact(r: dict[str, Any], n_trials: int, killed_pid: int | None) -> No
     assert r["trials"]["failed"] == 0
 
 
+# Scores a model by its file size; a quantized model's score is held back until some trial other than its own has left
+# WAITING. While a worker waits here it claims nothing, so that trial is the other worker's: both workers get a trial
+# however fast either starts. A runtime that never lets the second worker claim one holds the first for 300 s, then
+# fails the test's count of workers.
+BARRIER_EVALUATOR = '''import os, re, time
+from pathlib import Path
+
+JOURNAL = Path(__file__).parent / "autosearch_output" / "small_study.journal"
+
+
+def another_trial_claimed(mine):
+    import optuna
+
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(JOURNAL)))
+    study = next(s for s in storage.get_all_studies() if not s.study_name.endswith("-grid"))
+    return any(t.number != mine and t.state.name != "WAITING" for t in storage.get_all_trials(study._study_id))
+
+
+def size(model_path):
+    found = re.search(r"sampler_(\\d+)\\.onnx$", model_path)
+    if found:
+        deadline = time.monotonic() + 300
+        while not another_trial_claimed(int(found.group(1))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    return os.path.getsize(model_path)
+'''
+
+
 def test_qas_run_with_two_workers_on_the_journal_file_completes_the_budget_exactly(example_copy: Path) -> None:
-    spec = compiled(example_copy)
-    (example_copy / "hang").unlink()
-    done = qas("run", str(spec.parent), "--yes", "--workers", "2", timeout=900)
+    (example_copy / "spec.yaml").write_text(HANG_SPEC.replace("N_TRIALS", "4"))
+    (example_copy / "evals.py").write_text(BARRIER_EVALUATOR)
+    done = qas("run", "spec.yaml", "--yes", "--workers", "2", cwd=example_copy, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "qas: 2 workers started" in done.stderr + done.stdout
+    spec = example_copy / "autosearch_output" / "small_autosearch.py"
     r = report(spec.parent)
     assert_exact(r, 4, None)
-    assert len(r["workers"]) == 2  # both worked
+    assert len(r["workers"]) == 2, r["workers"]  # both worked: guaranteed by the evaluator's barrier
     best = json.loads((spec.parent / "best_config.json").read_text())
     assert best["value"] == min(t["value"] for t in r["all_trials"] if t["state"] == "COMPLETE")
     assert (spec.parent / "best_model.onnx").is_file()

@@ -8,8 +8,8 @@ from functools import partial
 from ..diagnostics import Diagnostic
 from ..environment import Environment
 from ..model import Spec
-from . import (budget, data, device, environment, exclusion, intake, metric, objectives, parallel, resolve,
-               sensitivity, space)
+from . import (budget, data, device, environment, exclusion, intake, metric, objectives, opset, parallel,
+               resolve, sensitivity, space)
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 
@@ -23,6 +23,7 @@ def passes(env: Environment) -> tuple[tuple[str, Pass], ...]:
         ("device", device.check),
         ("environment", partial(environment.check, env=env)),
         ("intake", intake.check),
+        ("opset", opset.check),
         ("data", data.check),
         ("exclusion", exclusion.check),
         ("sensitivity", sensitivity.check),

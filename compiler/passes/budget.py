@@ -57,7 +57,7 @@ def _check_disk(spec: Spec, b: Budget) -> Iterator[Diagnostic]:
     at = spec.output.path + ("dir",)
     if b.disk_estimate_bytes > free:
         yield diag("QAS405", f"the search writes about {gb(b.disk_estimate_bytes)} ({b.models_produced} models of "
-                             f"{gb(b.model_bytes)}, {gb(b.dump_bytes)} of output dumps), but only {gb(free)} "
+                             f"about {gb(b.quantized_bytes)}, {gb(b.dump_bytes)} of output dumps), but only {gb(free)} "
                              f"is free at {probe}", at,
                    hint="free space, choose another output.dir, or lower n_trials")
     elif b.disk_estimate_bytes > LARGE_DISK_BYTES:
