@@ -471,3 +471,27 @@ def test_a_crash_of_the_quantizer_process_fails_only_that_trial_naming_the_signa
         "QuantizerDied: the quantizer process was killed by SIGSEGV during this trial (SIGKILL: often the "
         "out-of-memory killer; SIGSEGV or SIGABRT: a crash in native code); a fresh one quantizes the next"}
     assert len(complete(search.grid_study)) == 4 and len(complete(search.sampler_study)) == 1
+
+
+def test_a_new_study_in_the_same_folder_sets_the_earlier_studys_models_aside_instead_of_overwriting_them(
+        tmp_path: Path, capsys: Any) -> None:
+    """A changed space is a new study (its name carries the space's hash) whose trials count from 0 again: the
+    earlier study's quantized_model_sampler_0.onnx must not be overwritten by the new study's."""
+    run(settings(tmp_path, study_name="fake-aaa", n_trials=2), FakeQuark())
+    earlier = {p.name: p.read_bytes() for p in tmp_path.glob("quantized_model_*.onnx")}
+    assert "quantized_model_sampler_0.onnx" in earlier and "quantized_model_grid_0.onnx" in earlier
+    capsys.readouterr()
+
+    search, _ = run(settings(tmp_path, study_name="fake-bbb", n_trials=2, two_stage=False), FakeQuark())
+    aside = tmp_path / "earlier_studies"
+    kept = {p.relative_to(aside).as_posix(): p.read_bytes() for p in aside.rglob("*.onnx")}
+    grid_files = {f"fake-aaa-grid/{n}": b for n, b in earlier.items() if "_grid_" in n}
+    sampler_files = {f"fake-aaa/{n}": b for n, b in earlier.items() if "_sampler_" in n}
+    assert kept == grid_files | sampler_files  # every earlier model, byte for byte, under its study's name
+    out = capsys.readouterr().out
+    assert "study 'fake-aaa' of an earlier version of this spec" in out and "moved to earlier_studies/fake-aaa/" in out
+    new_models = {t.user_attrs[contract.ATTR_MODEL] for t in complete(search.sampler_study)}
+    assert all((tmp_path / m).is_file() for m in new_models)
+
+    run(settings(tmp_path, study_name="fake-bbb", n_trials=3, two_stage=False), FakeQuark())  # a resume moves nothing
+    assert all((tmp_path / m).is_file() for m in new_models) and "earlier version" not in capsys.readouterr().out

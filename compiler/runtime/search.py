@@ -21,6 +21,7 @@ from . import contract, objectives, stopping
 from .artifacts import remove_artifact, store_artifact
 from .checks import fail
 from .console import say, warn
+from .earlier import earlier_versions, set_aside_earlier_models
 from .latency import model_size
 from .sensitivity_search import suggest_keep_float
 from .settings import Settings
@@ -73,6 +74,9 @@ class Search:
             fail(f"study {settings.study_name!r} already exists in {describe(settings)}; set output.resume: true "
                  "or move it away")
         refuse_foreign_studies(storage, [settings.study_name, settings.grid_study_name], names, describe(settings))
+        if not joining:  # before any trial of this study writes a model under a name an earlier study used
+            set_aside_earlier_models(storage, settings.here, {settings.study_name, settings.grid_study_name},
+                                     earlier_versions(settings.study_name, names, settings.storage_kind))
         # one objective: direction= as ever; several (search.objectives): a multi-objective study
         directions = {"directions": settings.directions} if settings.multi_objective else {"direction": settings.direction}
         self.sampler_study = optuna.create_study(study_name=settings.study_name, storage=storage,
