@@ -8,7 +8,8 @@ re-run that resumes to the budget.
 The whole product (6 x 4 x 5 = 120 cells) takes long on 2 cores, so by default a pairwise-covering subset runs (30
 cells: every model with every preset, every mode with every model and with every preset); QAS_ZOO_FULL=1 runs all.
 Measured on 2 shared cores: a cell takes about 10 s when the machine is quiet; the 30 took 10 minutes at load average
-3-6 (17 of them xfail today, most of those early), 39 minutes at load average 12.
+3-6 (17 of them then failing early on bugs since fixed: issue 17 items 1, 2, 4 and issue 18 item 1), 39 minutes at
+load average 12.
 """
 
 from __future__ import annotations
@@ -35,24 +36,6 @@ pytestmark = [pytest.mark.e2e, needs_quark]
 MODES = ("plain", "sensitivity", "objectives", "workers", "resume")
 FULL = os.environ.get("QAS_ZOO_FULL") == "1"
 
-# Cells that fail today because of a bug another change fixes, with the issue item; xfail(strict=True), so a cell that
-# starts passing fails until its mark is removed. Seen on every cell of the default matrix it names; for the cells only
-# QAS_ZOO_FULL=1 runs, the same rule is a prediction.
-def known_failure(model: str, preset: str, mode: str) -> str | None:
-    if mode == "objectives":
-        return ("issue 17 item 4: output.plots with search.objectives ends every run with ValueError (Optuna's "
-                "plot_optimization_history needs a target in a multi-objective study)")
-    if mode == "resume":
-        return ("issue 18 item 1: SIGINT inside AdaRound/AdaQuant training is swallowed (Quark catches the "
-                "RuntimeError torch makes of it); fine-tuning runs to its end before the search stops")
-    if mode == "sensitivity" and model in ("resnet_bn", "transformer"):
-        return ("issue 17 item 2: Quark's graph changes a node the float model has by name (a BatchNorm folded into a "
-                "bias-less Conv, MatMul+Add fused into Gemm): sensitivity.bypass raises IndexError on its inputs")
-    if mode == "sensitivity" and preset != "XINT8_SEARCH":
-        return ("issue 17 item 1: with an Int8Spec/Int16Spec base the Q/DQ bypass duplicates a bias initializer: "
-                "onnxruntime refuses the model (Duplicate definition of name)")
-    return None
-
 
 def pairwise() -> list[tuple[str, str, str]]:
     """Model i in mode j gets preset (i + j) mod 4: every (model, mode) pair once, and since 6 models and 5 modes both
@@ -62,8 +45,7 @@ def pairwise() -> list[tuple[str, str, str]]:
 
 def cells() -> list[Any]:
     chosen = [(m, p, k) for m in ZOO for p in PRESETS for k in MODES] if FULL else pairwise()
-    return [pytest.param(*cell, id="-".join(cell), marks=[pytest.mark.xfail(strict=True, reason=reason)]
-                         if (reason := known_failure(*cell)) else []) for cell in chosen]
+    return [pytest.param(*cell, id="-".join(cell)) for cell in chosen]
 
 
 def test_the_default_matrix_covers_every_pair() -> None:
