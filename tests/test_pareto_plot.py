@@ -62,7 +62,7 @@ def test_the_front_is_every_objective_s_and_a_maximized_metric_turns_it() -> Non
     cos = sample(directions=["maximize", "minimize", "minimize"], trials=[(0, [0.99, 1.0, 1e6]), (1, [0.98, 1.0, 1e6])])
     assert front_numbers(cos) == {0}
     assert pareto_plot.float_accuracy("maximize") == 1.0 and pareto_plot.float_accuracy("minimize") == 0.0
-    maximized = pareto_figure(sample(directions=["maximize", "minimize", "minimize"], bound=0.95))
+    maximized = pareto_figure(cos._replace(bound=0.95, float_values={"accuracy": 1.0, "latency": 2.0, "size": 4e6}))
     assert "tolerance: ≥ 0.95" in [a.text for a in maximized.layout.annotations]
 
 
@@ -148,3 +148,12 @@ def test_the_report_writes_this_pareto_plot_as_html_and_png(tmp_path: Path) -> N
                  "tolerance: ≤ 0.2"):
         assert text in page, text
     assert (tmp_path / "report" / "pareto_front.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_bound_far_beyond_every_point_is_a_note_not_a_line_that_squeezes_them() -> None:
+    far = sample(bound=100.0)
+    figure = pareto_figure(far)
+    assert not figure.layout.shapes  # no line at x=100 pulling the axis away from losses of 0.01-0.08
+    assert "tolerance: ≤ 100, beyond the axis: every trial is within it" in [a.text for a in figure.layout.annotations]
+    assert pareto_plot.tolerance_note(sample(bound=1e-9)).endswith("no trial is within it")
+    assert pareto_png(far).startswith(PNG_MAGIC)

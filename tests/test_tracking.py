@@ -124,3 +124,16 @@ def test_compile_requires_mlflow_only_with_output_mlflow(tmp_path: Path) -> None
     assert plain.ok and "mlflow-skinny" not in plain.plan.requirements and plain.plan.mlflow is None
     script = next(text for name, text in plain.files.items() if name.endswith("_autosearch.py"))
     assert "mlflow=" not in script  # a spec without tracking compiles to the script it always did
+
+
+def test_a_uri_in_place_of_the_variable_name_is_refused_and_never_echoed_with_its_password(tmp_path: Path) -> None:
+    from .conftest import qas
+
+    spec = tmp_path / "spec.yaml"
+    base = (GOLDEN / "mlflow_tracking" / "spec.yaml").read_text().replace("../../specs/example", str(EXAMPLE_DIR))
+    for uri, code in (("http://mlflow.example.com:5000", "QAS205"),
+                      ("https://me:hunter2@mlflow.example.com", "QAS336")):
+        spec.write_text(base.replace("tracking_uri_env: QAS_MLFLOW_URI", f'tracking_uri_env: "{uri}"'))
+        done = qas("compile", str(spec))
+        assert done.returncode != 0 and f"error[{code}]" in done.stderr, done.stderr
+        assert "hunter2" not in done.stderr and not (tmp_path / "autosearch_output").exists()

@@ -83,6 +83,29 @@ def tolerance_text(p: ParetoInput) -> str:
     return f"tolerance: {sign} {p.bound:.4g}"
 
 
+def bound_in_view(p: ParetoInput) -> bool:
+    """The tolerance bound lies near the points (within twice their spread on the accuracy axis): drawn as a line.
+    A bound far beyond every point (tolerance: 100 against losses of 0.001) would squeeze them all into one spot, so
+    it is named in a note instead ("every trial is within it")."""
+    if p.bound is None:
+        return False
+    ai = p.objectives.index("accuracy")
+    xs = [v[ai] for _, v in p.trials] + [x for x in (p.float_values.get("accuracy"),) if x is not None]
+    low, high = min(xs), max(xs)
+    reach = 2 * max(high - low, abs(high) * 0.1, 1e-12)
+    return low - reach <= p.bound <= high + reach
+
+
+def tolerance_note(p: ParetoInput) -> str:
+    """The bound's note when it is out of view: which side it is on, and that every trial is within it or none is."""
+    ai = p.objectives.index("accuracy")
+    maximize = p.directions[ai] == "maximize"
+    within = [n for n, v in p.trials if (v[ai] >= p.bound if maximize else v[ai] <= p.bound)]
+    who = "every trial is within it" if len(within) == len(p.trials) else "no trial is within it" if not within \
+        else f"{len(within)} of {len(p.trials)} trials are within it"
+    return f"{tolerance_text(p)}, beyond the axis: {who}"
+
+
 def pareto_figure(p: ParetoInput) -> Any:
     """A Pareto input in; a plotly figure with one panel an objective beside accuracy."""
     import plotly.graph_objects as go
@@ -120,12 +143,15 @@ def pareto_figure(p: ParetoInput) -> Any:
                 hovertemplate=f"winner: trial {p.winner}<br>%{{x:.4g}}, %{{y:.4g}}<extra></extra>"), row=1, col=col)
             figure.add_annotation(x=wx, y=wy, text=f"winner: trial {p.winner}", showarrow=True, arrowhead=2,
                                   ax=40, ay=-36, font={"color": COLORS["winner"]}, row=1, col=col)
-        if p.bound is not None:
+        if bound_in_view(p):
             figure.add_vline(x=p.bound, line_dash="dash", line_color=COLORS["tolerance"], row=1, col=col,
                              annotation_text=tolerance_text(p), annotation_position="top left",
                              annotation_font_color=COLORS["tolerance"])
         figure.update_xaxes(title_text=p.accuracy_label, row=1, col=col)
         figure.update_yaxes(title_text=AXES[name], row=1, col=col)
+    if p.bound is not None and not bound_in_view(p):
+        figure.add_annotation(text=tolerance_note(p), xref="paper", yref="paper", x=1.0, y=1.06, showarrow=False,
+                              xanchor="right", font={"color": COLORS["tolerance"]})
     figure.update_layout(title=TITLE, template="plotly_white", legend={"orientation": "h", "y": -0.2})
     return figure
 
@@ -160,14 +186,15 @@ def pareto_png(p: ParetoInput) -> bytes:
                              zorder=5)
                 axis.annotate(f"winner: trial {p.winner}", (wx, wy), textcoords="offset points", xytext=(8, -14),
                               color=COLORS["winner"], fontsize=9)
-            if p.bound is not None:
+            if bound_in_view(p):
                 axis.axvline(p.bound, color=COLORS["tolerance"], linestyle="--", label=tolerance_text(p), zorder=1)
             axis.margins(x=0.08, y=0.12)  # the float model's label stays inside the frame
             axis.set_xlabel(p.accuracy_label)
             axis.set_ylabel(AXES[name])
             axis.grid(True, alpha=0.3)
         axes[0][0].legend(fontsize=8, loc="best")
-        figure.suptitle(TITLE, fontsize=11)
+        title = TITLE if p.bound is None or bound_in_view(p) else f"{TITLE}\n{tolerance_note(p)}"
+        figure.suptitle(title, fontsize=11)
         figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100)
