@@ -112,6 +112,10 @@ class Tracker:
         self.uri = os.environ.get(env, "")
         if not self.uri:
             raise RuntimeError(f"output.mlflow: ${env} is not set; set it to the tracking URI")
+        # a tracking server that is down would otherwise hold the first trial for minutes of MLflow's retries
+        # (7, backing off, 120 s each); the user's own settings of these win
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=self.uri)
