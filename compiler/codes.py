@@ -80,6 +80,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS334", E, "storage.url_env names a variable the system or a launcher sets"),
     Code("QAS335", E, "kubernetes workdir is the root or a system folder"),
     Code("QAS336", E, "password written in the spec"),
+    Code("QAS337", E, "output.mlflow.tracking_uri_env names a variable the system or a launcher sets"),
     # sensitivity-guided mixed precision (keep_float.blocks, .sensitivity, .search)
     Code("QAS340", E, "keep_float block pattern matches no node"),
     Code("QAS341", E, "keep_float block pattern is not a regular expression"),

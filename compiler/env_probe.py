@@ -15,9 +15,10 @@ import platform
 import sys
 
 PACKAGES = ("amd-quark", "optuna", "onnxruntime", "onnx", "numpy", "torch", "plotly", "pillow", "matplotlib",
-            "google-re2")
+            "google-re2", "mlflow-skinny")
 # The import name of each distribution, and the alternative distributions that provide it.
-MODULES = {"amd-quark": "quark", "onnxruntime": "onnxruntime", "pillow": "PIL", "google-re2": "re2"}
+MODULES = {"amd-quark": "quark", "onnxruntime": "onnxruntime", "pillow": "PIL", "google-re2": "re2",
+           "mlflow-skinny": "mlflow"}
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-rocm", "onnxruntime-migraphx",
                      "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-vitisai")
 
@@ -43,6 +44,8 @@ def packages():
         version = version_of(name)
         if name == "onnxruntime" and version is None:
             version = next((v for v in map(version_of, ORT_DISTRIBUTIONS) if v), None)
+        if name == "mlflow-skinny" and version is None:
+            version = version_of("mlflow")  # the full distribution provides the same module
         found[name] = version if version is not None and importable(module) else None
     return found
 

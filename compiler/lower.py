@@ -78,6 +78,7 @@ class Plan:
     sensitivity: dict[str, Any] | None  # engine qas: Settings.sensitivity (facts.sensitivity_settings), or None
     workers: int  # worker processes `python <script>` starts on this machine
     storage: dict[str, Any]  # Settings.storage (the URL's variable name, never its value)
+    mlflow: dict[str, str] | None  # Settings.mlflow: {"env": the tracking URI's variable, "experiment": name}, or None
     launch: dict[str, dict[str, Any]]  # cluster launch files, keyed kubernetes / slurm (cluster.launch_plan)
     requirements: dict[str, str]
     objectives: list[str]  # engine qas: each trial's values, in contract.OBJECTIVES order
@@ -97,7 +98,7 @@ class Plan:
         del data["environment"]  # recorded in run_manifest.yaml
         if data["objectives"] == ["accuracy"]:
             del data["objectives"]  # only what a spec declares: plans of earlier specs keep their bytes
-        for key in ("tolerance", "stop", "labels"):
+        for key in ("tolerance", "stop", "labels", "mlflow"):
             if data[key] is None:
                 del data[key]
         for key in ("calibration", "eval_data"):
@@ -175,6 +176,8 @@ def lower(spec: Spec, facts: Facts, env: Environment) -> Plan:
         sensitivity=facts.sensitivity,
         workers=facts.workers,
         storage=facts.storage,
+        mlflow=None if spec.output.mlflow is None else {"env": spec.output.mlflow["tracking_uri_env"],
+                                                        "experiment": spec.output.mlflow.get("experiment", spec.name)},
         launch=launch_plan(spec, _rel(out_abs, spec.workspace), facts.script_file),
         requirements=needs,
         objectives=facts.objectives,

@@ -146,6 +146,7 @@ class OutputSpec:
     resume: bool = True
     allow_outside_workspace: bool = False
     keep_models: str = "all"  # "all" | "best" | "top-K"
+    mlflow: dict[str, str] | None = None  # {"tracking_uri_env": NAME, "experiment": TEXT (optional)}: the names, no URI
     launch: LaunchSpec = field(default_factory=lambda: LaunchSpec(path=("output", "launch")))
 
 
@@ -255,7 +256,7 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         path=("output",), dir=o.get("dir", DEFAULT_OUTPUT_DIR), temp_dir=o.get("temp_dir"),
         plots=o.get("plots", False), study_name=o.get("study_name"), resume=o.get("resume", True),
         allow_outside_workspace=o.get("allow_outside_workspace", False), keep_models=o.get("keep_models", "all"),
-        launch=_launch(o.get("launch")),
+        mlflow=o.get("mlflow"), launch=_launch(o.get("launch")),
     )
     k = data.get("keep_float", {})
     keep_float = KeepFloatSpec(path=("keep_float",), nodes=tuple(k.get("nodes", ())),

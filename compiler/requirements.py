@@ -23,6 +23,7 @@ REQUIREMENTS = {
 PLOT_REQUIREMENTS = {"plotly": ">=5"}
 IMAGE_REQUIREMENTS = {"pillow": ">=10"}  # the image reader decodes and resizes with Pillow
 BLOCK_REQUIREMENTS = {"google-re2": ">=1.1"}  # keep_float.blocks patterns are matched with RE2 (linear time)
+TRACKING_REQUIREMENTS = {"mlflow-skinny": ">=3.1,<4"}  # output.mlflow (the full mlflow distribution provides it too)
 
 # torch wheels per accelerator: the default PyPI wheel is a CUDA build on Linux.
 TORCH_INDEX = {
@@ -42,10 +43,11 @@ def image_readers(spec: Spec) -> list[ReaderSpec]:
 
 def requirements(spec: Spec) -> dict[str, str]:
     """Distribution name -> version range, for this spec (plotly only when plots are on, pillow only with images,
-    google-re2 only with keep_float.blocks)."""
+    google-re2 only with keep_float.blocks, mlflow-skinny only with output.mlflow)."""
     return (dict(REQUIREMENTS) | (PLOT_REQUIREMENTS if spec.output.plots else {})
             | (IMAGE_REQUIREMENTS if image_readers(spec) else {})
-            | (BLOCK_REQUIREMENTS if spec.keep_float.blocks else {}))
+            | (BLOCK_REQUIREMENTS if spec.keep_float.blocks else {})
+            | (TRACKING_REQUIREMENTS if spec.output.mlflow else {}))
 
 
 def accelerator_of(device: str) -> str:

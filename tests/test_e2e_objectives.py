@@ -89,7 +89,8 @@ def test_a_multi_objective_search_with_plots_completes_and_its_runner_up_is_anot
     spec = example_copy / "spec.yaml"
     text = spec.read_text()
     text = text[:text.index("search:")] + THREE_CONFIGS  # three draws of three configurations: seeded, one repeats
-    spec.write_text(text.replace("  metric: L2\n", "  metric: L2\n  tolerance: 100\n"))
+    # a tolerance near the losses (about 0.02 for these configurations), so the Pareto plot draws its line
+    spec.write_text(text.replace("  metric: L2\n", "  metric: L2\n  tolerance: 0.05\n"))
     ran = qas("run", str(spec), "--yes", timeout=900)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     out = example_copy / "autosearch_output"
@@ -117,4 +118,11 @@ def test_a_multi_objective_search_with_plots_completes_and_its_runner_up_is_anot
     assert (out / "report" / "optimization_history_latency.html").is_file()
     assert (out / "report" / "pareto_front.html").is_file()
     text_report = qas("report", str(out)).stdout
+    # the Pareto plot (HTML and PNG): axes named by what they are, the tolerance line, the float model, the winner
+    page = (out / "report" / "pareto_front.html").read_text(encoding="utf-8").replace("\\u2264", "≤")
+    for shown in ("L2 to the float model", "latency (ms per sample)", "size (MB)", "float model",
+                  f"winner: trial {best['trial_number']}", "tolerance: ≤ 0.05"):
+        assert shown in page, shown
+    assert "values_0" not in page and '"dash":"dash"' in page.replace(" ", "") and "beyond the axis" not in page
+    assert (out / "report" / "pareto_front.png").read_bytes().startswith(b"\x89PNG")
     assert "runner-up" in text_report and "rounds interleaved with the float model" in text_report

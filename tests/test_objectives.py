@@ -197,7 +197,7 @@ def test_plots_of_a_multi_objective_search_one_history_an_objective_and_the_pare
     assert [p.name for p in paths] == ["optimization_history.html", "optimization_history_latency.html",
                                        "optimization_history_size.html", "pareto_front.html"]
     assert "L2" in paths[0].read_text() and "latency (ms per sample)" in paths[1].read_text()
-    assert "size (bytes)" in paths[2].read_text() and "size (bytes)" in paths[3].read_text()
+    assert "size (bytes)" in paths[2].read_text() and "size (MB)" in paths[3].read_text()
     assert (tmp_path / "report" / "plotly.min.js").is_file() and all(p.stat().st_size < 200_000 for p in paths)
 
 

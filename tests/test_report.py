@@ -680,7 +680,7 @@ def test_a_multi_objective_run_shows_each_configuration_once_every_history_and_a
         assert f"report/{name}" in written
     assert "latency (ms per sample)" in (tmp_path / "report" / "optimization_history_latency.html").read_text()
     # the Pareto front's accuracy axis says what its values are: an L2 distance, lower is better (it read 'accuracy')
-    assert "accuracy: L2, lower is better" in (tmp_path / "report" / "pareto_front.html").read_text()
+    assert "L2 to the float model" in (tmp_path / "report" / "pareto_front.html").read_text()
     md = (tmp_path / "report.md").read_text()
     assert "(report/optimization_history_latency.html)" in md and "(report/optimization_history_size.html)" in md
 

@@ -16,7 +16,8 @@ from ..diagnostics import Diagnostic, diag
 from ..environment import Environment
 from ..model import Spec
 from ..requirements import (BLOCK_REQUIREMENTS, IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, ORT_PROVIDERS, PYTHON_RANGE,
-                            TORCH_INDEX, accelerator_of, image_readers, install_command, requirements)
+                            TORCH_INDEX, TRACKING_REQUIREMENTS, accelerator_of, image_readers, install_command,
+                            requirements)
 from ..resolved import engine, quark_runs_search
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider")
@@ -43,6 +44,8 @@ def check(spec: Spec, env: Environment) -> Iterator[Diagnostic]:
             at = image_readers(spec)[0].path + ("images",)  # the reader that needs it
         elif package in BLOCK_REQUIREMENTS:
             at = spec.keep_float.path + ("blocks",)
+        elif package in TRACKING_REQUIREMENTS:
+            at = spec.output.path + ("mlflow",)
         else:
             at = ("search",)
         found = env.packages.get(package)

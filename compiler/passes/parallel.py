@@ -33,6 +33,7 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         return
     if spec.storage is not None and spec.storage.kind == "url":
         yield from _url_storage(spec)
+    yield from _tracking(spec)
     launch = spec.output.launch
     if launch.empty:
         return
@@ -65,9 +66,26 @@ def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
         if present and not getattr(record, feature):
             yield diag("QAS326", f"{what} needs engine {_engines_with(feature)}: Quark's AutoSearchPro ranks by one "
                                  "value and runs to its budget", at, hint=hint, at_key=True)
+    if not record.tracking and spec.output.mlflow is not None:
+        yield diag("QAS326", f"output.mlflow needs engine {_engines_with('tracking')}: Quark's AutoSearchPro runs its "
+                             "own trial loop, with no place to log each trial", spec.output.path + ("mlflow",),
+                   hint=hint, at_key=True)
     if not record.workers and not spec.output.launch.empty:
         yield diag("QAS326", f"output.launch needs engine {_engines_with('workers')}: Quark's AutoSearchPro runs one "
                              "process (F2)", spec.output.launch.path, hint=hint, at_key=True)
+
+
+def _tracking(spec: Spec) -> Iterator[Diagnostic]:
+    """QAS337: output.mlflow.tracking_uri_env names a variable others own (MLflow's own MLFLOW_TRACKING_URI is fine:
+    MLflow reads it for this very purpose)."""
+    name = (spec.output.mlflow or {}).get("tracking_uri_env")
+    taken = owner(name) if name and name.upper() != "MLFLOW_TRACKING_URI" else None
+    if taken is not None:
+        yield diag("QAS337", f"output.mlflow.tracking_uri_env {name!r} is a variable {taken} sets or reads: every "
+                             "program in the worker would see the tracking URI (and any password in it), or "
+                             "overwrite it",
+                   spec.output.path + ("mlflow", "tracking_uri_env"),
+                   hint="name a variable of your own, e.g. tracking_uri_env: QAS_MLFLOW_URI")
 
 
 def _url_storage(spec: Spec) -> Iterator[Diagnostic]:

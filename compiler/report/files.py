@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runtime.contract import PLOTS_DIR
+from ..runtime.pareto_plot import ParetoInput, accuracy_label, float_accuracy, pareto_figure, pareto_png
 from .history import history_figure, history_png, history_points
 from .studies import load_studies
 from .text import view
@@ -19,11 +20,11 @@ from .text import view
 PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "history_png": f"{PLOTS_DIR}/optimization_history.png",
          "importances_html": f"{PLOTS_DIR}/param_importances.html",
-         "pareto_html": f"{PLOTS_DIR}/pareto_front.html",  # search.objectives: Optuna's Pareto-front plot
+         "pareto_html": f"{PLOTS_DIR}/pareto_front.html",  # search.objectives: runtime/pareto_plot.py
          "pareto_png": f"{PLOTS_DIR}/pareto_front.png",
          "history_latency_html": f"{PLOTS_DIR}/optimization_history_latency.html",  # search.objectives: one history
          "history_size_html": f"{PLOTS_DIR}/optimization_history_size.html"}  # an objective (accuracy's above)
-OBJECTIVE_LABELS = {"latency": "latency (ms per sample)", "size": "size (bytes)"}
+OBJECTIVE_LABELS = {"latency": "latency (ms per sample)", "size": "size (bytes)"}  # the histories' axes
 PLOTLY_JS = f"{PLOTS_DIR}/plotly.min.js"  # written once beside the HTML plots, which load it by this name
 STAGE_LABELS = {"grid_name": "grid stage", "name": "sampler stage"}  # legend names for the studies (hashed names)
 
@@ -56,8 +57,7 @@ def write_report_files(report: dict[str, Any], out_dir: Path) -> list[str] | str
         if report.get("objectives") and len(report["objectives"]["objectives"]) > 1:
             names = report["objectives"]["objectives"]
             files.update(_objective_histories(studies, names, labels))
-            better = "lower" if report["direction"] == "minimize" else "higher"
-            files.update(_pareto_plots(studies[-1], names, notes, f"accuracy: {target}, {better} is better"))
+            files.update(_pareto_plots(studies[-1], report, notes))
         if ranked_by is None:
             notes.append("no importance plot: there are no importances (see the notes)")
     links = {key: name if name in files else None for key, name in PLOTS.items()}
@@ -117,36 +117,38 @@ def _objective_histories(studies: list[Any], names: list[str], labels: dict[str,
     return found
 
 
-def _pareto_plots(study: Any, names: list[str], notes: list[str], accuracy: str = "accuracy") -> dict[str, str | bytes]:
-    """A multi-objective study in; Optuna's Pareto-front plot as HTML, and as PNG when matplotlib draws it.
+def pareto_input(study: Any, report: dict[str, Any]) -> ParetoInput:
+    """A multi-objective study and the report in; what the Pareto plot shows (trials, winner, tolerance bound, the
+    float model's figures, the accuracy axis's name) out."""
+    view = report["objectives"]
+    names = list(view["objectives"])
+    directions = [d.name.lower() for d in study.directions]
+    trials = [(t.number, list(t.values)) for t in study.get_trials(deepcopy=False)
+              if t.state.name == "COMPLETE" and t.values and len(t.values) == len(names)]
+    best = report.get("best") or {}
+    floats = view.get("float") or {}
+    return ParetoInput(
+        objectives=names, directions=directions,
+        accuracy_label=accuracy_label(report["metric"], report.get("higher_is_better")), trials=trials,
+        winner=best.get("trial_number") if best.get("study") in (None, study.study_name) else None,
+        bound=(view.get("tolerance") or {}).get("bound"),
+        float_values={"accuracy": float_accuracy(directions[names.index("accuracy")]),
+                      "latency": floats.get("latency_ms"),
+                      "size": floats.get("size_bytes") or report.get("float_model_bytes")})
 
-    `accuracy` labels the accuracy axis with what its values are (an L2 distance to the float model is no accuracy
-    where higher is better)."""
-    import io
 
-    import optuna
-
+def _pareto_plots(study: Any, report: dict[str, Any], notes: list[str]) -> dict[str, str | bytes]:
+    """A multi-objective study and the report in; the Pareto plot (runtime/pareto_plot.py: the tolerance line, the
+    float model's point and the winner, axes named by what they are) as HTML, and as PNG when matplotlib draws it."""
     found: dict[str, str | bytes] = {}
-    labels = [OBJECTIVE_LABELS.get(n, accuracy if n == "accuracy" else n) for n in names]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        found[PLOTS["pareto_html"]] = _html(optuna.visualization.plot_pareto_front(study, target_names=labels))
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-
-            axes = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=labels)
-        except Exception as error:  # noqa: BLE001 - no PNG is a note, not a failed report
-            notes.append(f"no static Pareto-front PNG (matplotlib could not draw it: {type(error).__name__}); "
-                         "the HTML plot has it")
-            return found
-    buffer = io.BytesIO()
+    shown = pareto_input(study, report)
+    if not shown.trials:
+        notes.append("no Pareto plot: no complete trial has every objective's value")
+        return found
+    found[PLOTS["pareto_html"]] = _html(pareto_figure(shown))
     try:
-        figure = axes.figure if hasattr(axes, "figure") else axes.flat[0].figure
-        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    finally:
-        plt.close("all")
-    found[PLOTS["pareto_png"]] = buffer.getvalue()
+        found[PLOTS["pareto_png"]] = pareto_png(shown)
+    except Exception as error:  # noqa: BLE001 - no PNG is a note, not a failed report
+        notes.append(f"no static Pareto-front PNG (matplotlib could not draw it: {type(error).__name__}); "
+                     "the HTML plot has it")
     return found

@@ -97,7 +97,8 @@ SAMPLER_CLASSES = {
     "QMC": "QMCSampler",
 }
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
-IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL", "google-re2": "re2"}  # distributions whose module is named otherwise
+# distributions whose module is named otherwise
+IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL", "google-re2": "re2", "mlflow-skinny": "mlflow"}
 MAX_WORKERS = 256  # search.workers and output.launch.*.workers at most (schemas/spec.schema.json); --worker-index below it
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
@@ -131,6 +132,7 @@ class Engine:
     grid_winner: str  # the winner's file name when the search is grid-only
     objectives: bool = False  # search.objectives (latency, size), evaluation.tolerance and the winner rule
     stop_rules: bool = False  # search.stop (at_tolerance, timeout), honoured by every worker
+    tracking: bool = False  # output.mlflow: each finished trial logged as an MLflow run
 
     def winner_pattern(self, grid_only: bool) -> str:
         """The winner's file name (a pattern with <trial> or <index>) for this kind of search."""
@@ -142,7 +144,7 @@ ENGINES = {
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
         storages=("journal", "url"), workers=True, sensitivity=True, space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
         writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE,
-        objectives=True, stop_rules=True),
+        objectives=True, stop_rules=True, tracking=True),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
         trial_timeout=False, storages=("sqlite",), workers=False, sensitivity=False,  # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)

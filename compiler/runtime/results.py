@@ -13,6 +13,7 @@ from .artifacts import fetch_artifact
 from .checks import fail
 from .console import warn
 from .files import write_json
+from .pareto_plot import ParetoInput, accuracy_label, float_accuracy, pareto_figure
 from .search import Search
 from .settings import Settings
 
@@ -120,13 +121,33 @@ def _objective_name(settings: Settings) -> str:
            "from the float model"
 
 
+def pareto_input(search: Search, study: Any) -> ParetoInput:
+    """The search and the study it searched in; what the Pareto plot shows (trials, winner, tolerance bound, the float
+    model's figures, the accuracy axis's name) out."""
+    settings = search.settings
+    attrs = search.sampler_study.user_attrs
+    ranked = search.ranked(top=1)
+    evaluator = settings.evaluator
+    higher = (evaluator["higher_is_better"] if evaluator is not None
+              else True if settings.metric in contract.TASK_METRICS else None)
+    latency = attrs.get(contract.FLOAT_LATENCY_ATTR)
+    trials = [(t.number, list(t.values)) for t in search.complete(study) if len(t.values) == len(settings.objectives)]
+    return ParetoInput(
+        objectives=list(settings.objectives), directions=list(settings.directions),
+        accuracy_label=accuracy_label(evaluator["function"] if evaluator is not None else settings.metric, higher),
+        trials=trials, winner=ranked[0].number if ranked else None, bound=search.limit(),
+        float_values={"accuracy": float_accuracy(settings.direction),
+                      "latency": latency.get("median_ms") if isinstance(latency, dict) else None,
+                      "size": attrs.get(contract.FLOAT_SIZE_ATTR)})
+
+
 def write_plots(search: Search) -> list[Path]:
     """Optuna's plots of the study that holds the searched trials, as HTML under report/ sharing one plotly.min.js (the
     one `qas report` writes there too); their paths out.
 
     One objective: optimization_history.html. Several (search.objectives): one history per objective (accuracy's
     keeps that name; optimization_history_latency.html, ..._size.html), each with its target and name, and
-    pareto_front.html."""
+    pareto_front.html (pareto_plot.py: the tolerance line, the float model's point and the winner)."""
     import optuna
 
     settings = search.settings
@@ -141,8 +162,7 @@ def write_plots(search: Search) -> list[Path]:
             file = "optimization_history.html" if name == "accuracy" else f"optimization_history_{name}.html"
             figures[file] = optuna.visualization.plot_optimization_history(
                 study, target=lambda t, i=index: t.values[i], target_name=names[name])
-        figures["pareto_front.html"] = optuna.visualization.plot_pareto_front(
-            study, target_names=[names[n] for n in settings.objectives])
+        figures["pareto_front.html"] = pareto_figure(pareto_input(search, study))
     paths = []
     folder = settings.path(contract.PLOTS_DIR)
     folder.mkdir(exist_ok=True)

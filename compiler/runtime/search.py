@@ -39,6 +39,7 @@ from .storage import (
     refuse_foreign_studies,
     wait_between_polls,
 )
+from .tracking import Tracker
 
 WORKER_SEED_STRIDE = 1000  # worker K's sampler seed is seed + 1000 K (+ the trials already run)
 Quantize = Callable[[dict[str, Any], Path], None]  # (nested config, output path): writes the quantized model
@@ -66,6 +67,7 @@ class Search:
         self.float_nodes: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # keep_float.search: choice -> nodes
         self.measure: Measure | None = None  # with the latency objective
         self._orphaned = False  # a storage error may have left this worker's trial RUNNING
+        self.tracker = Tracker(settings)  # output.mlflow: each finished trial an MLflow run (a no-op without it)
         check_study_storage(settings)
         hold_worker_lock()  # before any claim: a RUNNING trial of a live worker is never taken for a dead one's
         storage = self.storage = open_storage_for(settings)
@@ -228,6 +230,7 @@ class Search:
                 return
             trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}{getattr(error, 'details', '')}")
             study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+            self.tracker.told(self.storage, trial, stage)
             model.unlink(missing_ok=True)
             warn(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "
                  f"{self.failures()} of {self.settings.max_failures} failures allowed")
@@ -236,6 +239,7 @@ class Search:
         if self.taken_back(trial, stage, model):
             return
         study.tell(trial, values if self.settings.multi_objective else value)
+        self.tracker.told(self.storage, trial, stage)
         self.prune_models()
         if not self.settings.winner_rule:
             say(f"qas: {stage} trial {trial.number}: {value:.6g} (best {self.ranked()[0].value:.6g})")
@@ -345,6 +349,7 @@ class Search:
                 trial.set_user_attr(key, previous.user_attrs[key])
         trial.set_user_attr(contract.ATTR_REUSED_FROM, source)
         study.tell(trial, previous.values if self.settings.multi_objective else previous.value)
+        self.tracker.told(self.storage, trial, stage)
         say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
 
     def scored(self, config: dict[str, Any]) -> Any:

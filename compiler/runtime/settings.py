@@ -65,6 +65,8 @@ class Settings:
     # metric top1/top5: each evaluation sample's class index, {"array": name in every .npz sample} | {"file": a .npy
     # or .json list, relative to the output folder, one entry a sample}; None for every other metric
     labels: dict[str, Any] | None = None
+    # output.mlflow: {"env": the variable holding the tracking URI (never the URI), "experiment": name}; None: no tracking
+    mlflow: dict[str, str] | None = None
 
     @property
     def keep_float_search(self) -> dict[str, Any] | None:
