@@ -241,7 +241,9 @@ def test_a_sigkilled_qas_run_takes_its_search_with_it_and_a_rerun_reclaims_the_t
     stopped = [t for t in all_trials(script) if t.user_attrs.get("grid_index") == 1]
     assert [t.state.name for t in stopped] == ["FAIL"] and stopped[0].user_attrs["interrupted"] is True
     search_log = (script.parent / "search.log").read_text()
-    assert "qas: SIGTERM received" in search_log and "BrokenPipeError" not in search_log  # its lines went on, there
+    # the parent-death signal comes once per thread of the dying `qas run`: one clean stop, its lines in the log
+    assert search_log.count(f"qas: the process that started this search (pid {proc.pid}) ended: stopping") == 1
+    assert "BrokenPipeError" not in search_log and "Traceback" not in search_log
 
     again = tmp_path / "again.log"  # not refused: the retry of the interrupted trial runs
     proc, _ = start_fine_tuning(example_copy, again)

@@ -64,6 +64,13 @@ def _terminal_lost() -> None:
                 pass
 
 
+def also_in_log(line: str) -> None:
+    """`line` (already said or warned) into search.log as well, when library output goes there and qas's own lines
+    do not yet: a line the log must hold whatever became of the terminal."""
+    if _terminal and _terminal.get("err") is not _terminal.get("out"):  # routed, and the terminal not lost
+        os.write(2, (_tagged(line) + "\n").encode("utf-8", "replace"))
+
+
 def terminal() -> tuple[TextIO, TextIO]:
     """qas's own stdout and stderr (the terminal's, also once library output goes to the log), for child workers."""
     return _terminal.get("out", sys.stdout), _terminal.get("err", sys.stderr)

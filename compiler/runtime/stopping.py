@@ -3,8 +3,9 @@ then marked interrupted, not failed, and the script exits EXIT_INTERRUPTED so a 
 
 Both handlers are installed even when the process started with SIGINT ignored (nohup, `&` in a
 script), so `kill -INT` always stops it. A second signal while stopping kills at once. A process started
-by `qas run` or by a launcher of workers ends with its parent (end_with_parent): a SIGKILLed parent
-leaves no orphan holding the study.
+by `qas run` or by a launcher of workers ends with its parent (end_with_launcher): a SIGKILLed parent
+leaves no orphan holding the study. That stop comes as SIGHUP, handled apart: Linux sends the parent-death
+signal once per thread of the dying parent, so it arrives several times and must not count as a second signal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from typing import Any
 
 from . import contract
+from . import console
 from .console import warn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -77,12 +79,29 @@ def end_with_parent(signum: int, parent: int) -> None:
         os.kill(os.getpid(), signum)
 
 
+PARENT_GONE_SIGNAL = signal.SIGHUP  # the parent-death signal of a script started by `qas run` or a launcher
+
+
 def end_with_launcher() -> None:
-    """Started by `qas run` or a launcher (contract.PARENT_PID_ENV): stop cleanly (SIGTERM: the trial in hand marked
+    """Started by `qas run` or a launcher (contract.PARENT_PID_ENV): stop cleanly (the trial in hand marked
     interrupted) when that parent ends, however it ends. The variable is not passed on to this process's own children."""
     value = os.environ.pop(contract.PARENT_PID_ENV, "")
     if value.isdigit():
-        end_with_parent(signal.SIGTERM, int(value))
+        signal.signal(PARENT_GONE_SIGNAL, lambda _signum, frame: _parent_gone(int(value), frame))
+        end_with_parent(PARENT_GONE_SIGNAL, int(value))
+
+
+def _parent_gone(parent: int, _frame: Any) -> None:
+    """The launching process ended: stop as for a stop signal, once; its repeats (one per thread of the dying
+    parent) are ignored. The line also goes into search.log: the terminal it was meant for may be gone."""
+    if _requested:
+        return
+    _requested.append("parent ended")
+    line = (f"qas: the process that started this search (pid {parent}) ended: stopping after marking the trial "
+            "in hand interrupted")
+    warn(line)
+    console.also_in_log(line)
+    raise KeyboardInterrupt
 
 
 class TrialTimer:
