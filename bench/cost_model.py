@@ -286,9 +286,8 @@ def solve(rows: list[list[float]], targets: list[float]) -> list[float]:
 
 def fit(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Constants for compiler/data/cost_model.json from every model's components (and real run, when there is one)."""
-    from compiler.cost import constants
+    from compiler.cost import constants, workload
     from compiler.cost import per_sample as sample_s
-    from compiler.cost import workload
 
     ws = {name: workload(m["facts"]) for name, m in measured.items()}
     comp = {name: m["components"] for name, m in measured.items()}

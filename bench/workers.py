@@ -61,8 +61,9 @@ import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
@@ -346,7 +347,7 @@ class PgServer:
             self.as_user = ["runuser", "-u", PG_USER, "--"]
 
     def run(self, *args: str) -> None:
-        ran = subprocess.run(self.as_user + [str(self.bindir / args[0]), *args[1:]], capture_output=True, text=True,
+        ran = subprocess.run([*self.as_user, str(self.bindir / args[0]), *args[1:]], capture_output=True, text=True,
                              cwd=self.root, timeout=120)
         if ran.returncode != 0:
             raise SystemExit(f"workers: {args[0]} exited {ran.returncode}:\n{ran.stdout}{ran.stderr}")
@@ -370,8 +371,7 @@ class PgServer:
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            subprocess.run(self.as_user + [str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast",
-                                           "-w"], capture_output=True, timeout=120)
+            subprocess.run([*self.as_user, str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast", "-w"], capture_output=True, timeout=120)
 
 
 def pg_bindir() -> Path | None:

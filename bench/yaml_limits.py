@@ -40,7 +40,7 @@ EXAMPLE = REPO / "specs" / "example"
 def laughs() -> str:
     lines = ["qas: 1", "name: laughs", f"l0: &l0 [{', '.join(['lol'] * 9)}]"]
     lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
-    return "\n".join(lines + ["search: {preset: *l8}"]) + "\n"
+    return "\n".join([*lines, "search: {preset: *l8}"]) + "\n"
 
 
 def write_50mb(spec: Path) -> None:
@@ -81,7 +81,7 @@ def in_process(specs: dict[str, Path]) -> dict[str, float]:
 def cli(specs: dict[str, Path]) -> dict[str, float]:
     base = [sys.executable, "-m", "compiler", "validate", "--format", "json",
             "--target-env", str(REPO / "golden" / "target_env.json")]
-    commands = {name: base + [str(spec)] for name, spec in specs.items()}
+    commands = {name: [*base, str(spec)] for name, spec in specs.items()}
     times: dict[str, list[float]] = {name: [] for name in specs}
     for _ in range(CLI_RUNS):
         for name, argv in commands.items():

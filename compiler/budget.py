@@ -15,8 +15,8 @@ from typing import Any
 
 from .intake import analysis
 from .model import Spec
-from .resources import load_data
 from .resolved import engine, merged_space, sample_counts, spec_path, two_stage
+from .resources import load_data
 from .runtime.contract import BEST_MODEL_FILE
 from .spacemath import count_configs, optuna_distinct, quark_discrete_size, stage1_space, stage2_template
 

@@ -13,31 +13,31 @@ import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
 from . import __version__
 from .cli_style import CONTEXT_SETTINGS, Command, Group
+from .cost import duration
 from .diagnostics import Diagnostic, has_errors, summary_line, to_items, to_text
 from .emit import differences, refuse_overwrites, write_atomically
 from .environment import Environment, load_target, probe
+from .out_dir import resolve_out_dir
 from .pipeline import Result, compile_spec
-from .summary import plan_summary, summary_text
 from .presets import PRESET_NAMES, preset_config
 from .report import build_report, report_text, write_report_files
 from .report.status import JSON_KEYS as STATUS_KEYS
 from .report.status import status_text
-from .out_dir import resolve_out_dir
-from .runner import manifest_target, record, run_search
-from .runtime.lock import holder as lock_holder
-from .runtime.contract import ENGINES, MANIFEST_FILE, RUN_LOG_FILE
 from .resources import load_schema
+from .runner import manifest_target, record, run_search
+from .runtime.contract import ENGINES, MANIFEST_FILE, RUN_LOG_FILE
+from .runtime.lock import holder as lock_holder
 from .scaffold import Refused, convert_command, init_spec
 from .spacemath import count_configs, quark_discrete_size, stage1_space
 from .starter import CALIB_LIMIT, DEFAULT_MINUTES, SPEC_FILE, describe_input
-from .cost import duration
+from .summary import plan_summary, summary_text
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -59,10 +59,10 @@ class Format(str, Enum):
 
 SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The search spec (YAML).", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics and the plan as text or JSON.")]
-PythonOpt = Annotated[Optional[str], typer.Option(
+PythonOpt = Annotated[str | None, typer.Option(
     "--python", help="The interpreter that will run the script; probed for packages and the device. "
                      "Default: the one running qas.", show_default=False)]
-TargetEnvOpt = Annotated[Optional[Path], typer.Option(
+TargetEnvOpt = Annotated[Path | None, typer.Option(
     "--target-env", help="A JSON description of the target machine (write it there with `qas env`), "
                          "used instead of probing an interpreter.", show_default=False)]
 
@@ -614,7 +614,7 @@ def _preset_names(incomplete: str) -> list[str]:
 @app.command("presets", cls=Command)
 @_guard
 def presets_command(
-    name: Annotated[Optional[str], typer.Argument(metavar="NAME", help="A preset to show in full.",
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="A preset to show in full.",
                                                   autocompletion=_preset_names, show_default=False)] = None,
 ) -> None:
     """List Quark's AutoSearch presets with their sizes, or show one resolved.

@@ -17,8 +17,22 @@ from typing import Any
 from .budget import Budget, count_budget, external_data_path
 from .intake import analysis
 from .model import ReaderSpec, Spec
-from .resolved import (direction, engine, heartbeat_and_grace, max_failures, merged_space, objectives, sample_counts,
-                       seconds, spec_path, stop, storage_kind, tolerance, torch_device, two_stage)
+from .resolved import (
+    direction,
+    engine,
+    heartbeat_and_grace,
+    max_failures,
+    merged_space,
+    objectives,
+    sample_counts,
+    seconds,
+    spec_path,
+    stop,
+    storage_kind,
+    tolerance,
+    torch_device,
+    two_stage,
+)
 from .runtime.contract import STUDY_HASH_CHARS, Engine, script_file, study_file
 from .runtime.sensitivity import base_config, options
 from .spacemath import with_device

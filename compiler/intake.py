@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 

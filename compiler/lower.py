@@ -23,7 +23,6 @@ from .requirements import requirements
 from .resolved import higher_is_better, labels_settings
 
 
-
 @dataclass(frozen=True)
 class ReaderPlan:
     kind: str  # "folder" | "images" | "class"

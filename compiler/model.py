@@ -200,7 +200,7 @@ def _preprocess(data: dict[str, Any], path: YamlPath) -> PreprocessSpec:
 
 
 def _reader(data: dict[str, Any], path: YamlPath) -> ReaderSpec:
-    preprocess = _preprocess(data["preprocess"], path + ("preprocess",)) if "preprocess" in data else None
+    preprocess = _preprocess(data["preprocess"], (*path, "preprocess")) if "preprocess" in data else None
     return ReaderSpec(path=path, folder=data.get("folder"), limit=data.get("limit"),
                       reader=data.get("reader"), args=data.get("args", {}), images=data.get("images"),
                       preprocess=preprocess, input=data.get("input"))
@@ -221,11 +221,11 @@ def _launch(data: list[str] | dict[str, Any] | None) -> LaunchSpec:
     if data is None:
         return LaunchSpec(path=path)
     if isinstance(data, list):  # names only: every option at its default
-        k8s = KubernetesSpec(path=path + (data.index("kubernetes"),)) if "kubernetes" in data else None
-        slurm = SlurmSpec(path=path + (data.index("slurm"),)) if "slurm" in data else None
+        k8s = KubernetesSpec(path=(*path, data.index("kubernetes"))) if "kubernetes" in data else None
+        slurm = SlurmSpec(path=(*path, data.index("slurm"))) if "slurm" in data else None
         return LaunchSpec(path=path, kubernetes=k8s, slurm=slurm)
-    k8s = KubernetesSpec(path=path + ("kubernetes",), **data["kubernetes"]) if "kubernetes" in data else None
-    slurm = SlurmSpec(path=path + ("slurm",), **data["slurm"]) if "slurm" in data else None
+    k8s = KubernetesSpec(path=(*path, "kubernetes"), **data["kubernetes"]) if "kubernetes" in data else None
+    slurm = SlurmSpec(path=(*path, "slurm"), **data["slurm"]) if "slurm" in data else None
     return LaunchSpec(path=path, kubernetes=k8s, slurm=slurm)
 
 

@@ -15,8 +15,17 @@ from .durations import seconds
 from .images import image_files
 from .model import Spec
 from .presets import preset_config
-from .runtime.contract import (DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MARGIN, DEFAULT_MAX_FAILURES,
-                                DEFAULT_MIN_TRIALS, DEFAULT_PATIENCE, ENGINES, OBJECTIVES, Engine)
+from .runtime.contract import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_HEARTBEAT_SECONDS,
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_FAILURES,
+    DEFAULT_MIN_TRIALS,
+    DEFAULT_PATIENCE,
+    ENGINES,
+    OBJECTIVES,
+    Engine,
+)
 from .runtime.contract import TASK_METRICS as TASK_METRIC_K
 from .samples import sample_files
 

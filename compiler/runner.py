@@ -13,7 +13,7 @@ import signal
 import subprocess
 import threading
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -51,7 +51,7 @@ class Outcome:
     finished: str
 
 
-def manifest_target(path: Path) -> Path | None | str:
+def manifest_target(path: Path) -> Path | str | None:
     """A `qas run` argument in; the spec a qas run_manifest.yaml was compiled from out, None when the path is
     not a qas manifest (so: a spec), or an error line."""
     from ruamel.yaml import YAML, YAMLError
@@ -108,7 +108,7 @@ def load_manifest(out_dir: Path) -> tuple[dict[str, Any], str]:
 def command(manifest: dict[str, Any], python: str) -> list[str]:
     """The recorded invocation with its interpreter made explicit."""
     argv = list(manifest["invocation"]["argv"])
-    return [python if argv[0] == "python" else argv[0]] + argv[1:]
+    return [python if argv[0] == "python" else argv[0], *argv[1:]]
 
 
 def run_search(out_dir: Path, python: str, console: Any, verbose: bool = False, workers: int | None = None) -> Outcome:
@@ -228,7 +228,7 @@ def _state(s: Snapshot) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def record(out_dir: Path, outcome: Outcome, python: str, report: dict[str, Any] | str) -> str | None:

@@ -18,8 +18,17 @@ from typing import Any
 from .emit import write_new_file
 from .intake import read_checked
 from .samples import sample_files
-from .starter import (CALIB_FOLDER, DEFAULT_MINUTES, PER_CHANNEL_OPSET, device_problem, full_search_seconds,
-                      opset_below_per_channel, starter_text, suggested_search, N_TRIALS)
+from .starter import (
+    CALIB_FOLDER,
+    DEFAULT_MINUTES,
+    N_TRIALS,
+    PER_CHANNEL_OPSET,
+    device_problem,
+    full_search_seconds,
+    opset_below_per_channel,
+    starter_text,
+    suggested_search,
+)
 
 
 @dataclass(frozen=True)

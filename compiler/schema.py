@@ -77,13 +77,13 @@ def _non_string_keys(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
-                yield diag("QAS203", f"keys must be strings, found {type(k).__name__} key {k!r}", path + (k,),
+                yield diag("QAS203", f"keys must be strings, found {type(k).__name__} key {k!r}", (*path, k),
                            hint="quote the key", at_key=True)
             else:
-                yield from _non_string_keys(v, path + (k,))
+                yield from _non_string_keys(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from _non_string_keys(v, path + (i,))
+            yield from _non_string_keys(v, (*path, i))
 
 
 def _unusable_values(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
@@ -101,10 +101,10 @@ def _unusable_values(value: Any, path: YamlPath) -> Iterator[Diagnostic]:
                        path, hint="remove the \\0 (in YAML, a double-quoted \"\\0\" is a NUL byte)")
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _unusable_values(v, path + (k,))
+            yield from _unusable_values(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from _unusable_values(v, path + (i,))
+            yield from _unusable_values(v, (*path, i))
 
 
 def _translate(error: ValidationError, meant: set[YamlPath]) -> list[Diagnostic]:
@@ -119,10 +119,10 @@ def _translate(error: ValidationError, meant: set[YamlPath]) -> list[Diagnostic]
         return [diag("QAS207", f"spec format {instance!r} is not supported by this qas", path,
                      hint="this qas reads format 1: write `qas: 1`")]
     if kind == "additionalProperties":
-        return [diag("QAS201", f"unknown key {k!r} in {where}", path + (k,), hint=hint, at_key=True)
+        return [diag("QAS201", f"unknown key {k!r} in {where}", (*path, k), hint=hint, at_key=True)
                 for k, hint, _paths in _unknown_keys(error)]
     if kind == "required":
-        missing = [k for k in error.validator_value if k not in instance and path + (k,) not in meant]
+        missing = [k for k in error.validator_value if k not in instance and (*path, k) not in meant]
         return [diag("QAS202", f"missing required key {k!r} in {where}", path,
                      hint=_describe(schema, k), at_key=bool(path)) for k in missing]
     if kind == "type" and _wants_integer(error.validator_value) and isinstance(instance, float):
@@ -149,7 +149,7 @@ def _translate(error: ValidationError, meant: set[YamlPath]) -> list[Diagnostic]
                      hint=_field_hint(schema))]
     if kind == "oneOf":
         options = [alt["required"][0] for alt in error.validator_value if "required" in alt]
-        if not any(k in instance for k in options) and any(path + (k,) in meant for k in options):
+        if not any(k in instance for k in options) and any((*path, k) in meant for k in options):
             return []  # an unknown key stands for the missing alternative: its error says so
         return [_alternatives(error, path, where)]
     if kind == "not":
@@ -157,12 +157,12 @@ def _translate(error: ValidationError, meant: set[YamlPath]) -> list[Diagnostic]
                      hint="drop one of them")]
     if kind == "dependentRequired":
         missing = [n for k, needs in error.validator_value.items() if k in instance for n in needs if n not in instance]
-        if missing and all(path + (n,) in meant for n in missing):
+        if missing and all((*path, n) in meant for n in missing):
             return []  # the unknown key that stands for it says so
         return [diag("QAS206", f"{where}: {_dependent_words(error)}", path,
                      hint=None)]
     if kind == "anyOf" and _dependent_key(error) is not None:
-        if any(path + (alt["required"][0],) in meant for alt in error.validator_value):
+        if any((*path, alt["required"][0]) in meant for alt in error.validator_value):
             return []  # the unknown key that stands for it says so
         needs = " or ".join(repr(alt["required"][0]) for alt in error.validator_value)
         return [diag("QAS206", f"{where}: {_dependent_key(error)!r} needs {needs}", path, hint=None)]
@@ -191,7 +191,7 @@ def _is_duration(schema: dict[str, Any]) -> bool:
 
 
 def _wants_integer(expected: Any) -> bool:
-    return expected == "integer" or isinstance(expected, list) and "integer" in expected
+    return expected == "integer" or (isinstance(expected, list) and "integer" in expected)
 
 
 def _dependent_key(error: ValidationError) -> str | None:

@@ -28,8 +28,8 @@ def key_paths() -> dict[str, tuple[YamlPath, ...]]:
         if not isinstance(node, dict):
             return
         for key, sub in node.get("properties", {}).items():
-            found.setdefault(key, []).append(path + (key,))
-            walk(sub, path + (key,))
+            found.setdefault(key, []).append((*path, key))
+            walk(sub, (*path, key))
         for branch in ("then", "else"):  # a key that takes a string or a mapping (storage, output.launch)
             walk(node.get(branch), path)
 
@@ -53,7 +53,7 @@ def placement(key: str, where: YamlPath, known: list[str]) -> tuple[str | None, 
     """
     lowered = {k.lower(): k for k in known}
     if key.lower() in lowered:
-        return f"did you mean {lowered[key.lower()]!r}?", (where + (lowered[key.lower()],),)
+        return f"did you mean {lowered[key.lower()]!r}?", ((*where, lowered[key.lower()]),)
     elsewhere = {name: paths for name, paths in key_paths().items() if name not in known}
     exact = next((name for name in elsewhere if name.lower() == key.lower()), None)
     if exact is not None:
@@ -63,7 +63,7 @@ def placement(key: str, where: YamlPath, known: list[str]) -> tuple[str | None, 
         return hint, paths
     near = closest(key, known)
     if near is not None:
-        return f"did you mean {near!r}?", (where + (near,),)
+        return f"did you mean {near!r}?", ((*where, near),)
     near = closest(key, list(elsewhere))
     if near is not None:
         paths = elsewhere[near]

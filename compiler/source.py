@@ -158,8 +158,8 @@ def non_finite_paths(value: Any, path: YamlPath = ()) -> list[YamlPath]:
         found.append(path)
     elif isinstance(value, dict):
         for k, v in value.items():
-            found.extend(non_finite_paths(v, path + (k,)))
+            found.extend(non_finite_paths(v, (*path, k)))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            found.extend(non_finite_paths(v, path + (i,)))
+            found.extend(non_finite_paths(v, (*path, i)))
     return found

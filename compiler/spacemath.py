@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from .runtime.contract import FINETUNE_KEYS
+
 ALGORITHM_GROUPS = {"adaround": "adaround_params", "adaquant": "adaquant_params"}
 DEVICE_FIELDS = ("optim_device", "infer_device")
 

@@ -72,11 +72,11 @@ def _strings(value: Any, path: YamlPath) -> Iterator[tuple[YamlPath, str, bool]]
     elif isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str):
-                yield path + (key,), key, True
-            yield from _strings(item, path + (key,))
+                yield (*path, key), key, True
+            yield from _strings(item, (*path, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _strings(item, path + (index,))
+            yield from _strings(item, (*path, index))
 
 
 def _refuse(path: YamlPath, at_key: bool = False) -> Diagnostic:

@@ -8,7 +8,6 @@ from .budget import gb
 from .cost import duration
 from .lower import Plan
 
-
 ROUGH = ("rough: fitted to CPU runs of three models, fine-tuning included (bench/cost_model.py; ratios in README), "
          "within 2x of them; fitted on a loaded 2-core machine, where fine-tuning ran 20-35x slower than on an idle "
          "one; another model shape or a GPU can put it several times off; constants in "

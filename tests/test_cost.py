@@ -11,8 +11,21 @@ import pytest
 
 from compiler import model, source
 from compiler.budget import quantized_model_bytes, weight_bits
-from compiler.cost import (DEFAULT_ITERATIONS, Finetune, constants, distinct_draws, estimate, finetune_classes,
-                           finetune_s, parallelism, per_sample, plain_s, sensitivity_s, startup_s, workload)
+from compiler.cost import (
+    DEFAULT_ITERATIONS,
+    Finetune,
+    constants,
+    distinct_draws,
+    estimate,
+    finetune_classes,
+    finetune_s,
+    parallelism,
+    per_sample,
+    plain_s,
+    sensitivity_s,
+    startup_s,
+    workload,
+)
 from compiler.facts import Facts, derive
 from compiler.resources import load_data
 

@@ -218,12 +218,11 @@ def test_the_dashboard_serves_a_real_search_read_only_and_chromium_shows_its_tri
         chromium = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                     "--virtual-time-budget=20000"]
         shot = tmp_path / "study.png"
-        subprocess.run(chromium + ["--window-size=1400,1000", f"--screenshot={shot}",
-                                   f"{base}/dashboard/studies/{ids[sampler]}"], capture_output=True, timeout=300, check=True)
+        subprocess.run([*chromium, "--window-size=1400,1000", f"--screenshot={shot}", f"{base}/dashboard/studies/{ids[sampler]}"], capture_output=True, timeout=300, check=True)
         image = Image.open(shot).convert("RGB")
         assert image.size == (1400, 1000)
         assert len(image.getcolors(1 << 20) or []) > 50  # a drawn page, not a blank one
-        dom = subprocess.run(chromium + ["--dump-dom", f"{base}/dashboard/studies/{ids[grid]}/trials"],
+        dom = subprocess.run([*chromium, "--dump-dom", f"{base}/dashboard/studies/{ids[grid]}/trials"],
                              capture_output=True, text=True, timeout=300, check=True).stdout
         assert all(f"Trial {n}" in dom for n in range(3))  # the trial list, rendered by the page's JS
         assert "quantized_model_grid_0.onnx" in dom  # the first trial's user attributes

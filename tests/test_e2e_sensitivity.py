@@ -142,7 +142,7 @@ def test_keeping_ranked_conv_groups_in_float_leaves_those_convs_unquantized_in_t
 def test_the_golden_a8w8_spec_ranks_without_a_duplicate_definition(tmp_path: Path) -> None:
     import shutil
 
-    from .conftest import GOLDEN, EXAMPLE_DIR
+    from .conftest import EXAMPLE_DIR, GOLDEN
 
     shutil.copytree(EXAMPLE_DIR, tmp_path / "specs" / "example", ignore=shutil.ignore_patterns("autosearch_output"))
     case = tmp_path / "golden" / "sensitivity_top_k"

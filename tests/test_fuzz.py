@@ -22,10 +22,10 @@ def _nodes(value, path=()):
     yield path
     if isinstance(value, dict):
         for k, v in value.items():
-            yield from _nodes(v, path + (k,))
+            yield from _nodes(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from _nodes(v, path + (i,))
+            yield from _nodes(v, (*path, i))
 
 
 def _set(data, path, new):

@@ -45,10 +45,10 @@ def paths(value: Any, path: tuple = ()) -> list[tuple]:
     found = [path]
     if isinstance(value, dict):
         for k, v in value.items():
-            found += paths(v, path + (k,))
+            found += paths(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            found += paths(v, path + (i,))
+            found += paths(v, (*path, i))
     return found
 
 

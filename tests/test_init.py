@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 
 from compiler.starter import spec_name
 
-from .conftest import EXAMPLE_DIR, REPO, dynamic_model, model_with_external_data, qas, needs_quark, qdq_model
+from .conftest import EXAMPLE_DIR, REPO, dynamic_model, model_with_external_data, needs_quark, qas, qdq_model
 
 SCHEMA = Draft202012Validator(json.loads((REPO / "schemas" / "spec.schema.json").read_text(encoding="utf-8")))
 

@@ -12,7 +12,7 @@ import pytest
 
 from compiler.pipeline import compile_spec
 
-from .conftest import EXAMPLE_DIR, GOLDEN, dynamic_model, target_env, qdq_model
+from .conftest import EXAMPLE_DIR, GOLDEN, dynamic_model, qdq_model, target_env
 
 
 def spec_for(folder: Path, model: str) -> Path:

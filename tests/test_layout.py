@@ -23,7 +23,7 @@ def imported_test_modules(tree: ast.AST, test_modules: set[str]) -> list[str]:
             base = node.module.split(".") if node.module else []  # `from . import x` has no module
             if node.level == 0 and base[0] not in {"tests", *test_modules}:
                 continue  # an import from some other package: its names are not our modules
-            dotted = [base + [alias.name] for alias in node.names]
+            dotted = [[*base, alias.name] for alias in node.names]
         else:
             continue
         for parts in dotted:
@@ -81,7 +81,7 @@ def uses_quark(node: ast.AST, helpers: set[str]) -> bool:
         if isinstance(sub, ast.Call) and getattr(sub.func, "attr", getattr(sub.func, "id", None)) == "importorskip" \
                 and sub.args and isinstance(sub.args[0], ast.Constant) and _is_quark_module(sub.args[0].value):
             return True
-        if isinstance(sub, ast.Name) and sub.id in helpers or isinstance(sub, ast.Attribute) and sub.attr in helpers:
+        if (isinstance(sub, ast.Name) and sub.id in helpers) or (isinstance(sub, ast.Attribute) and sub.attr in helpers):
             return True
         if isinstance(sub, ast.arguments) and {a.arg for a in sub.args + sub.kwonlyargs} & helpers:  # a fixture
             return True

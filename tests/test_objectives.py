@@ -17,8 +17,7 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import create_trial
 
-from compiler.runtime import contract, objectives
-from compiler.runtime import latency
+from compiler.runtime import contract, latency, objectives
 from compiler.runtime.latency import LatencyMeter, model_size
 from compiler.runtime.results import write_best, write_plots
 from compiler.runtime.search import Search

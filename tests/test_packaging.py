@@ -8,8 +8,14 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from compiler.requirements import (BLOCK_REQUIREMENTS, IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, PLOT_REQUIREMENTS,
-                                   REQUIREMENTS, accelerator_of)
+from compiler.requirements import (
+    BLOCK_REQUIREMENTS,
+    IMAGE_REQUIREMENTS,
+    ORT_DISTRIBUTION,
+    PLOT_REQUIREMENTS,
+    REQUIREMENTS,
+    accelerator_of,
+)
 
 from .conftest import REPO
 

@@ -231,11 +231,11 @@ def _string_paths(value, path=()):
         yield path, False
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield path + (key,), True
-            yield from _string_paths(item, path + (key,))
+            yield (*path, key), True
+            yield from _string_paths(item, (*path, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _string_paths(item, path + (index,))
+            yield from _string_paths(item, (*path, index))
 
 
 def _replaced(document, path, is_key, secret):

@@ -167,7 +167,7 @@ def test_a_signal_to_qas_run_records_an_interrupted_run_and_a_rerun_completes(ex
     def started_as_nohup_would() -> None:  # SIGINT ignored from the start, as nohup or `&` in a script leave it
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    proc = subprocess.Popen(QAS + ["run", "spec.yaml", "--yes"], cwd=example_copy, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*QAS, "run", "spec.yaml", "--yes"], cwd=example_copy, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=started_as_nohup_would)
     for line in proc.stderr:  # the signal goes to qas alone: it must pass it on
         if line.startswith("qas: sampler trial 1:"):
@@ -214,11 +214,11 @@ def test_qas_run_on_a_study_another_run_holds_is_refused_before_writing_or_recor
     from compiler.runtime.lock import acquire
 
     out = example_copy / "autosearch_output"
-    assert subprocess.run(QAS + ["compile", "spec.yaml"], cwd=example_copy, capture_output=True).returncode == 0
+    assert subprocess.run([*QAS, "compile", "spec.yaml"], cwd=example_copy, capture_output=True).returncode == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     held = acquire(out / "tinycnn_study.journal")  # as the first run's script holds it
     try:
-        ran = subprocess.run(QAS + ["run", "spec.yaml", "--yes"], cwd=example_copy, capture_output=True, text=True,
+        ran = subprocess.run([*QAS, "run", "spec.yaml", "--yes"], cwd=example_copy, capture_output=True, text=True,
                              timeout=300)
     finally:
         held.close()

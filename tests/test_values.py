@@ -32,9 +32,9 @@ def _integer_paths(node: Any, path: tuple = ()) -> list[tuple]:
         if node.get("type") == "integer":
             found.append(path)
         for key, sub in node.get("properties", {}).items():
-            found += _integer_paths(sub, path + (key,))
+            found += _integer_paths(sub, (*path, key))
         if isinstance(node.get("items"), dict):
-            found += _integer_paths(node["items"], path + (0,))
+            found += _integer_paths(node["items"], (*path, 0))
         if "$ref" in node:
             found += _integer_paths(load_schema("spec.schema.json")["$defs"][node["$ref"].split("/")[-1]], path)
     return found

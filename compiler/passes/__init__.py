@@ -8,8 +8,21 @@ from functools import partial
 from ..diagnostics import Diagnostic
 from ..environment import Environment
 from ..model import Spec
-from . import (budget, data, device, environment, exclusion, intake, metric, objectives, opset, parallel,
-               resolve, sensitivity, space)
+from . import (
+    budget,
+    data,
+    device,
+    environment,
+    exclusion,
+    intake,
+    metric,
+    objectives,
+    opset,
+    parallel,
+    resolve,
+    sensitivity,
+    space,
+)
 
 Pass = Callable[[Spec], Iterator[Diagnostic]]
 

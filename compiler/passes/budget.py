@@ -20,7 +20,7 @@ LARGE_DISK_BYTES = 100 * 10**9
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
     b = count_budget(spec)
-    trials_at = spec.search.path + ("n_trials",)
+    trials_at = (*spec.search.path, "n_trials")
     n = b.requested_trials
     if n > MAX_TRIALS_WITHOUT_OPT_IN and not spec.search.allow_over_200_trials:
         yield diag("QAS401", f"n_trials {n} is above {MAX_TRIALS_WITHOUT_OPT_IN}: about {b.models_produced} "
@@ -54,7 +54,7 @@ def _check_disk(spec: Spec, b: Budget) -> Iterator[Diagnostic]:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
-    at = spec.output.path + ("dir",)
+    at = (*spec.output.path, "dir")
     if b.disk_estimate_bytes > free:
         yield diag("QAS405", f"the search writes about {gb(b.disk_estimate_bytes)} ({b.models_produced} models of "
                              f"about {gb(b.quantized_bytes)}, {gb(b.dump_bytes)} of output dumps), but only {gb(free)} "

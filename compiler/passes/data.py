@@ -32,14 +32,14 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
             yield from _check_images(spec, reader, inputs)
         else:
             file, name = reader.reader.rsplit(":", 1)
-            yield from _check_defines(spec, file, name, reader.path + ("reader",), ast.ClassDef, "class")
+            yield from _check_defines(spec, file, name, (*reader.path, "reader"), ast.ClassDef, "class")
     if spec.evaluation.evaluator is not None:
         file, name = spec.evaluation.evaluator.rsplit(":", 1)
-        yield from _check_defines(spec, file, name, spec.evaluation.path + ("evaluator",), ast.FunctionDef, "function")
+        yield from _check_defines(spec, file, name, (*spec.evaluation.path, "evaluator"), ast.FunctionDef, "function")
 
 
 def _check_folder(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) -> Iterator[Diagnostic]:
-    at = reader.path + ("folder",)
+    at = (*reader.path, "folder")
     files = sample_files(spec_path(spec, reader.folder), reader.limit)
     if not files:
         yield diag("QAS706", f"no .npy or .npz samples in {reader.folder!r}", at,
@@ -75,7 +75,7 @@ def _check_folder(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) 
 
 
 def _check_images(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) -> Iterator[Diagnostic]:
-    at = reader.path + ("images",)
+    at = (*reader.path, "images")
     files = image_files(spec_path(spec, reader.images), reader.limit)
     if not files:
         yield diag("QAS711", f"no images ({', '.join(IMAGE_SUFFIXES)}) in {reader.images!r}", at,
@@ -105,14 +105,14 @@ def _check_preprocess(preprocess: PreprocessSpec) -> Iterator[Diagnostic]:
         for key in ("scale", "mean", "std"):
             if getattr(preprocess, key) is not None:
                 yield diag("QAS713", f"preprocess.{key} does not apply to dtype {preprocess.dtype}, which takes {raw}",
-                           preprocess.path + (key,), hint=f"drop {key}, or use dtype float32 or float16", at_key=True)
+                           (*preprocess.path, key), hint=f"drop {key}, or use dtype float32 or float16", at_key=True)
         return
     count = channels(preprocess)
     for key in ("mean", "std"):
         values = getattr(preprocess, key)
         if values is not None and len(values) != count:
             yield diag("QAS713", f"preprocess.{key} has {_count(len(values), 'value')}, but color {preprocess.color} "
-                                 f"has {_count(count, 'channel')}", preprocess.path + (key,),
+                                 f"has {_count(count, 'channel')}", (*preprocess.path, key),
                        hint=f"write {_count(count, 'value')}, one per channel in {preprocess.color} order")
 
 
@@ -125,11 +125,11 @@ def _unfed_input(reader: ReaderSpec, inputs: list[dict[str, Any]]) -> Diagnostic
     names = [i["name"] for i in inputs]
     if len(inputs) != 1:
         return diag("QAS715", f"an image folder feeds one input, but the model has {len(inputs)} "
-                             f"({', '.join(names) or 'none'})", reader.path + ("images",),
+                             f"({', '.join(names) or 'none'})", (*reader.path, "images"),
                     hint="write a reader class (reader: file.py:Class) whose get_next() returns every input")
     if reader.input is not None and reader.input != names[0]:
         return diag("QAS715", f"input {reader.input!r} is not a model input; the model's only input is {names[0]!r}",
-                    reader.path + ("input",),
+                    (*reader.path, "input"),
                     hint=f"did you mean {names[0]!r}?" if closest(reader.input, names) else
                     "write that name, or leave input out")
     return None

@@ -16,7 +16,7 @@ from ..spacemath import ALGORITHM_GROUPS, DEVICE_FIELDS
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
     s = spec.search
-    written, base = (s.space, s.path + ("space",)) if s.space is not None else (s.override or {}, s.path + ("override",))
+    written, base = (s.space, (*s.path, "space")) if s.space is not None else (s.override or {}, (*s.path, "override"))
     for group in ALGORITHM_GROUPS.values():
         body = written.get(group)
         if not isinstance(body, dict):
@@ -24,4 +24,4 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         for f in DEVICE_FIELDS:
             if f in body:
                 yield diag("QAS324", f"{group}.{f} is set from `device` ({spec.device}); do not set it in the space",
-                           base + (group, f), hint="remove it and change `device` instead", at_key=True)
+                           (*base, group, f), hint="remove it and change `device` instead", at_key=True)

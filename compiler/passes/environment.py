@@ -15,9 +15,19 @@ from packaging.version import InvalidVersion, Version
 from ..diagnostics import Diagnostic, diag
 from ..environment import Environment
 from ..model import Spec
-from ..requirements import (BLOCK_REQUIREMENTS, IMAGE_REQUIREMENTS, ORT_DISTRIBUTION, ORT_PROVIDERS, PYTHON_RANGE,
-                            TORCH_INDEX, TRACKING_REQUIREMENTS, accelerator_of, image_readers, install_command,
-                            requirements)
+from ..requirements import (
+    BLOCK_REQUIREMENTS,
+    IMAGE_REQUIREMENTS,
+    ORT_DISTRIBUTION,
+    ORT_PROVIDERS,
+    PYTHON_RANGE,
+    TORCH_INDEX,
+    TRACKING_REQUIREMENTS,
+    accelerator_of,
+    image_readers,
+    install_command,
+    requirements,
+)
 from ..resolved import engine, quark_runs_search
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider")
@@ -39,13 +49,13 @@ def check(spec: Spec, env: Environment) -> Iterator[Diagnostic]:
                    ("search",), hint="point --python at a newer interpreter", at_key=True)
     for package, version_range in requirements(spec).items():
         if package == "plotly":
-            at = spec.output.path + ("plots",)
+            at = (*spec.output.path, "plots")
         elif package in IMAGE_REQUIREMENTS:
             at = image_readers(spec)[0].path + ("images",)  # the reader that needs it
         elif package in BLOCK_REQUIREMENTS:
-            at = spec.keep_float.path + ("blocks",)
+            at = (*spec.keep_float.path, "blocks")
         elif package in TRACKING_REQUIREMENTS:
-            at = spec.output.path + ("mlflow",)
+            at = (*spec.output.path, "mlflow")
         else:
             at = ("search",)
         found = env.packages.get(package)

@@ -28,17 +28,17 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     k = spec.keep_float
     for i, name in enumerate(k.nodes):
         if name not in names:
-            yield _unknown("node", name, names, k.path + ("nodes", i))
+            yield _unknown("node", name, names, (*k.path, "nodes", i))
     for i, op_type in enumerate(k.op_types):
         if op_type not in op_types:
-            yield _unknown("op type", op_type, op_types, k.path + ("op_types", i))
+            yield _unknown("op type", op_type, op_types, (*k.path, "op_types", i))
     for i, pair in enumerate(k.subgraphs):
         for j, name in enumerate(pair):
             if name not in names:
-                yield _unknown("node", name, names, k.path + ("subgraphs", i, j))
+                yield _unknown("node", name, names, (*k.path, "subgraphs", i, j))
         if all(n in names for n in pair) and names.index(pair[0]) > names.index(pair[1]):
             yield diag("QAS710", f"subgraph [{pair[0]!r}, {pair[1]!r}] starts after it ends in the graph's node order",
-                       k.path + ("subgraphs", i), hint="write [start, end] with start before end")
+                       (*k.path, "subgraphs", i), hint="write [start, end] with start before end")
 
 
 def _unknown(kind: str, name: str, known: list[str], at) -> Diagnostic:
@@ -58,10 +58,10 @@ def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
                              "one node (F7)", spec.keep_float.path, hint=hint, at_key=True)
     if not record.keep_models and spec.output.keep_models != "all":
         yield diag("QAS326", f"keep_models needs engine {_engines_with('keep_models')}: AutoSearchPro keeps every "
-                             "model", spec.output.path + ("keep_models",), hint=hint, at_key=True)
+                             "model", (*spec.output.path, "keep_models"), hint=hint, at_key=True)
     if not record.max_failures and spec.search.max_failures is not None:
         yield diag("QAS326", f"max_failures needs engine {_engines_with('max_failures')}: AutoSearchPro stops at the "
-                             "first failing trial (F10)", spec.search.path + ("max_failures",), hint=hint, at_key=True)
+                             "first failing trial (F10)", (*spec.search.path, "max_failures"), hint=hint, at_key=True)
     if not record.trial_timeout and spec.search.trial_timeout is not None:
         yield diag("QAS326", f"trial_timeout needs engine {_engines_with('trial_timeout')}: AutoSearchPro runs its "
-                             "trials in its own loop", spec.search.path + ("trial_timeout",), hint=hint, at_key=True)
+                             "trials in its own loop", (*spec.search.path, "trial_timeout"), hint=hint, at_key=True)

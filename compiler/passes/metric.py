@@ -23,8 +23,7 @@ from ..diagnostics import Diagnostic, diag
 from ..images import image_files
 from ..intake import analysis
 from ..model import Spec
-from ..resolved import (MAXIMIZED_METRICS, TASK_METRICS, engine, labels_is_file, quark_runs_search, spec_path,
-                        two_stage)
+from ..resolved import MAXIMIZED_METRICS, TASK_METRICS, engine, labels_is_file, quark_runs_search, spec_path, two_stage
 from ..runtime.contract import TASK_METRICS as TOP_K
 from ..samples import read_headers, sample_files
 
@@ -40,10 +39,10 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         return
     if spec.search.sampler == "Grid":
         yield diag("QAS501", f"metric {metric} is maximized, but Quark's Grid search always keeps the minimum "
-                             "and would select the worst model", spec.search.path + ("sampler",),
+                             "and would select the worst model", (*spec.search.path, "sampler"),
                    hint="use sampler TPE (or Random), or metric L2/L1")
     elif two_stage(spec):
-        where = spec.search.path + ("two_stage",) if spec.search.two_stage is not None else spec.search.path + ("preset",)
+        where = (*spec.search.path, "two_stage") if spec.search.two_stage is not None else (*spec.search.path, "preset")
         yield diag("QAS501", f"metric {metric} is maximized, but the grid stage of two-stage search always keeps "
                              "the minimum and would select the worst calibration", where,
                    hint="set search.two_stage: false, or use metric L2/L1")
@@ -54,18 +53,18 @@ def _task_metric(spec: Spec) -> Iterator[Diagnostic]:
     metric, labels = ev.metric, ev.labels
     if metric not in TASK_METRICS:
         shown = f"metric {metric}" if metric is not None else f"evaluator {ev.evaluator}"
-        yield diag("QAS502", f"labels are for metric top1 or top5, but {shown} takes none", ev.path + ("labels",),
+        yield diag("QAS502", f"labels are for metric top1 or top5, but {shown} takes none", (*ev.path, "labels"),
                    hint="write metric: top1 (or top5) to score against the labels, or drop labels", at_key=True)
         return
     if labels is None:
         yield diag("QAS502", f"metric {metric} scores a classifier against labels, but evaluation.labels is missing",
-                   ev.path + ("metric",),
+                   (*ev.path, "metric"),
                    hint="labels: the name of an array in every .npz sample (e.g. label), or a .npy or .json file "
                         "with one class index per sample")
         return
     if quark_runs_search(engine(spec)):
         yield diag("QAS503", f"metric {metric} is computed by qas's own search loop; Quark's AutoSearchPro "
-                             "evaluates only L1, L2, cos, psnr and ssim", ev.path + ("metric",),
+                             "evaluates only L1, L2, cos, psnr and ssim", (*ev.path, "metric"),
                    hint="use engine qas (the default), or write an evaluator (evaluator: evals.py:top1, "
                         "higher_is_better: true)")
         return
@@ -75,7 +74,7 @@ def _task_metric(spec: Spec) -> Iterator[Diagnostic]:
 
 def _model_output(spec: Spec, metric: str) -> Iterator[Diagnostic]:
     outputs = analysis(spec)["outputs"]
-    at = spec.evaluation.path + ("metric",)
+    at = (*spec.evaluation.path, "metric")
     if len(outputs) != 1:
         yield diag("QAS504", f"metric {metric} reads one output of class scores, but the model has {len(outputs)} "
                              f"({', '.join(o['name'] for o in outputs)})", at,
@@ -92,7 +91,7 @@ def _model_output(spec: Spec, metric: str) -> Iterator[Diagnostic]:
 
 def _labels_fit(spec: Spec, labels: str) -> Iterator[Diagnostic]:
     ev = spec.evaluation
-    at = ev.path + ("labels",)
+    at = (*ev.path, "labels")
     reader = ev.data if ev.data is not None else spec.calibration
     where = "evaluation.data" if ev.data is not None else "calibration (the evaluation samples)"
     if not labels_is_file(labels):

@@ -28,7 +28,7 @@ def _tolerance(spec: Spec) -> Iterator[Diagnostic]:
     written = spec.evaluation.tolerance
     if written is None:
         return
-    at = spec.evaluation.path + ("tolerance",)
+    at = (*spec.evaluation.path, "tolerance")
     metric = spec.evaluation.metric
     if isinstance(written, str) and metric is not None and metric not in TASK_METRICS:
         yield diag("QAS350", f"a percentage tolerance is relative to the float model's score, but metric {metric} "
@@ -44,7 +44,7 @@ def _objectives(spec: Spec) -> Iterator[Diagnostic]:
     written = spec.search.objectives
     if written is None:
         return
-    at = spec.search.path + ("objectives",)
+    at = (*spec.search.path, "objectives")
     if "accuracy" not in written:
         yield diag("QAS352", "search.objectives must include accuracy: latency and size alone would recommend "
                              "the fastest or smallest model however wrong it is", at,
@@ -54,11 +54,11 @@ def _objectives(spec: Spec) -> Iterator[Diagnostic]:
     sampler = spec.search.sampler
     if sampler not in MULTI_OBJECTIVE_SAMPLERS:
         yield diag("QAS351", f"sampler {sampler} takes one objective, and search.objectives has "
-                             f"{len(objectives(spec))}", spec.search.path + ("sampler",),
+                             f"{len(objectives(spec))}", (*spec.search.path, "sampler"),
                    hint=f"use sampler {' or '.join(MULTI_OBJECTIVE_SAMPLERS)}, or objectives: [accuracy]")
     elif two_stage(spec):
-        where = (spec.search.path + ("two_stage",) if spec.search.two_stage is not None
-                 else spec.search.path + ("preset",))
+        where = ((*spec.search.path, "two_stage") if spec.search.two_stage is not None
+                 else (*spec.search.path, "preset"))
         yield diag("QAS351", "the grid stage of a two-stage search pins one winner by accuracy alone, so it cannot "
                              "weigh latency or size", where,
                    hint="set search.two_stage: false (the sampler then searches the whole space), or objectives: "
@@ -75,9 +75,9 @@ def _stop(spec: Spec) -> Iterator[Diagnostic]:
         return
     if stop.at_tolerance and spec.evaluation.tolerance is None:
         yield diag("QAS353", "search.stop.at_tolerance stops once a trial is within evaluation.tolerance, and "
-                             "none is declared", stop.path + ("at_tolerance",),
+                             "none is declared", (*stop.path, "at_tolerance"),
                    hint="add evaluation.tolerance (e.g. 0.01, or \"1%\" with a user evaluator)")
     if stop.at_tolerance and stop.min_trials is not None and stop.min_trials > spec.search.n_trials:
         yield diag("QAS355", f"search.stop.min_trials ({stop.min_trials}) is above n_trials "
                              f"({spec.search.n_trials}): the tolerance stop can never fire",
-                   stop.path + ("min_trials",), hint=f"set min_trials to at most {spec.search.n_trials}")
+                   (*stop.path, "min_trials"), hint=f"set min_trials to at most {spec.search.n_trials}")

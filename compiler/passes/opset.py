@@ -34,7 +34,7 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     if not isinstance(choices, list) or "Channel" not in choices or _converts(space.get("ConvertOpsetVersion")):
         return
     where = Locator(spec)("weight_params", "quant_granularity", choices.index("Channel"))
-    from_preset = where == spec.search.path + ("preset",)
+    from_preset = where == (*spec.search.path, "preset")
     yield diag("QAS717", f"weight_params.quant_granularity can draw Channel (per-channel weights), but the model's "
                          f"opset is {opset}: Quark needs opset {MIN_OPSET} for per-channel QDQ and fails every trial "
                          "that draws it" + (f" (Channel comes from preset {spec.search.preset})" if from_preset else ""),

@@ -53,22 +53,22 @@ def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
     hint = f"remove search.engine (the default is {DEFAULT_ENGINE})"
     if not record.workers and spec.search.workers > 1:
         yield diag("QAS326", f"workers > 1 needs engine {_engines_with('workers')}: Quark's n_jobs above 1 crashes "
-                             "(F2)", spec.search.path + ("workers",), hint=hint, at_key=True)
+                             "(F2)", (*spec.search.path, "workers"), hint=hint, at_key=True)
     if spec.storage is not None and spec.storage.kind not in record.storages:
         needs = " or ".join(n for n, r in ENGINES.items() if spec.storage.kind in r.storages)
         yield diag("QAS326", f"storage needs engine {needs}: Quark's AutoSearchPro keeps its study in SQLite in the "
                              "output folder", spec.storage.path, hint=hint, at_key=True)
     for present, feature, what, at in (
-            (spec.search.objectives is not None, "objectives", "search.objectives", spec.search.path + ("objectives",)),
+            (spec.search.objectives is not None, "objectives", "search.objectives", (*spec.search.path, "objectives")),
             (spec.evaluation.tolerance is not None, "objectives", "evaluation.tolerance",
-             spec.evaluation.path + ("tolerance",)),
-            (spec.search.stop is not None, "stop_rules", "search.stop", spec.search.path + ("stop",))):
+             (*spec.evaluation.path, "tolerance")),
+            (spec.search.stop is not None, "stop_rules", "search.stop", (*spec.search.path, "stop"))):
         if present and not getattr(record, feature):
             yield diag("QAS326", f"{what} needs engine {_engines_with(feature)}: Quark's AutoSearchPro ranks by one "
                                  "value and runs to its budget", at, hint=hint, at_key=True)
     if not record.tracking and spec.output.mlflow is not None:
         yield diag("QAS326", f"output.mlflow needs engine {_engines_with('tracking')}: Quark's AutoSearchPro runs its "
-                             "own trial loop, with no place to log each trial", spec.output.path + ("mlflow",),
+                             "own trial loop, with no place to log each trial", (*spec.output.path, "mlflow"),
                    hint=hint, at_key=True)
     if not record.workers and not spec.output.launch.empty:
         yield diag("QAS326", f"output.launch needs engine {_engines_with('workers')}: Quark's AutoSearchPro runs one "
@@ -84,7 +84,7 @@ def _tracking(spec: Spec) -> Iterator[Diagnostic]:
         yield diag("QAS337", f"output.mlflow.tracking_uri_env {name!r} is a variable {taken} sets or reads: every "
                              "program in the worker would see the tracking URI (and any password in it), or "
                              "overwrite it",
-                   spec.output.path + ("mlflow", "tracking_uri_env"),
+                   (*spec.output.path, "mlflow", "tracking_uri_env"),
                    hint="name a variable of your own, e.g. tracking_uri_env: QAS_MLFLOW_URI")
 
 
@@ -94,10 +94,10 @@ def _url_storage(spec: Spec) -> Iterator[Diagnostic]:
     if taken is not None:
         yield diag("QAS334", f"storage.url_env {s.url_env!r} is a variable {taken} sets or reads: every program in the "
                              "worker would see the database URL in it (and print it in its messages), or overwrite it",
-                   s.path + ("url_env",), hint="name a variable of your own, e.g. url_env: QAS_STORAGE_URL")
+                   (*s.path, "url_env"), hint="name a variable of your own, e.g. url_env: QAS_STORAGE_URL")
     heartbeat, grace = heartbeat_and_grace(spec)
     if grace <= heartbeat:
-        at = s.path + ("grace_period",) if s.grace_period is not None else s.path + ("heartbeat",)
+        at = (*s.path, "grace_period") if s.grace_period is not None else (*s.path, "heartbeat")
         yield diag("QAS331", f"storage.grace_period ({grace:g}s) must be longer than storage.heartbeat "
                              f"({heartbeat:g}s): a worker that is alive would lose its trial between two heartbeats",
                    at, hint=f"make grace_period several heartbeats long, e.g. {int(heartbeat) * 6}s")
@@ -105,7 +105,7 @@ def _url_storage(spec: Spec) -> Iterator[Diagnostic]:
         root = spec.workspace.resolve()
         target = Path(os.path.abspath(spec_path(spec, s.artifacts)))
         if target != root and root not in target.parents:
-            yield diag("QAS302", f"storage.artifacts {s.artifacts!r} leaves the spec's folder", s.path + ("artifacts",),
+            yield diag("QAS302", f"storage.artifacts {s.artifacts!r} leaves the spec's folder", (*s.path, "artifacts"),
                        hint="write the shared folder as an absolute path, keep it beside the spec, or set "
                             "output.allow_outside_workspace: true")
 
@@ -118,7 +118,7 @@ def _target(spec: Spec, target: KubernetesSpec | SlurmSpec) -> Iterator[Diagnost
         yield from _pod_folders(spec, target)
     if target.gpus is None:
         return
-    at = target.path + ("gpus",)
+    at = (*target.path, "gpus")
     index = device_index(spec.device)
     if index is None:
         yield diag("QAS333", f"gpus is set, but the device is {spec.device}: the workers would hold GPUs they never use",
@@ -138,10 +138,10 @@ def _pod_folders(spec: Spec, k: KubernetesSpec) -> Iterator[Diagnostic]:
         written = f" ({k.workdir!r} as written)" if mount != k.workdir else ""
         harm = "mounted there would hide the image beneath it" if k.volume_claim else "cannot live there"
         yield diag("QAS335", f"kubernetes workdir is {what}{written}: the spec's folder {harm}",
-                   k.path + ("workdir",), hint="give the spec's folder a folder of its own, e.g. workdir: /workspace")
+                   (*k.path, "workdir"), hint="give the spec's folder a folder of its own, e.g. workdir: /workspace")
     out = os.path.relpath(spec_path(spec, spec.output.dir), spec.workspace).replace(os.sep, "/")
     if out == ".." or out.startswith("../") or os.path.isabs(out):
         yield diag("QAS302", f"output.dir {spec.output.dir!r} is outside the spec's folder, the only folder the "
                              f"kubernetes pods have (at {mount}): the workers would not find the script there",
-                   spec.output.path + ("dir",), hint="keep output.dir inside the spec's folder for kubernetes launch "
+                   (*spec.output.path, "dir"), hint="keep output.dir inside the spec's folder for kubernetes launch "
                                                      "files, e.g. autosearch_output")

@@ -17,7 +17,7 @@ from ..runtime.contract import RUNTIME_PACKAGE
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
     if spec.search.override is not None and spec.search.preset is None:
-        yield diag("QAS303", "override only applies to a preset", spec.search.path + ("override",),
+        yield diag("QAS303", "override only applies to a preset", (*spec.search.path, "override"),
                    hint="merge the change into search.space directly", at_key=True)
     yield from _check_file(spec, spec.model, ("model",), "model", want_dir=False)
     yield from _check_reader(spec, spec.calibration)
@@ -25,18 +25,18 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         yield from _check_reader(spec, spec.evaluation.data)
     if spec.evaluation.evaluator is not None:
         file, _ = spec.evaluation.evaluator.rsplit(":", 1)
-        yield from _check_file(spec, file, spec.evaluation.path + ("evaluator",), "evaluator file", want_dir=False)
+        yield from _check_file(spec, file, (*spec.evaluation.path, "evaluator"), "evaluator file", want_dir=False)
     yield from _check_output(spec)
 
 
 def _check_reader(spec: Spec, reader: ReaderSpec) -> Iterator[Diagnostic]:
     if reader.folder is not None:
-        yield from _check_file(spec, reader.folder, reader.path + ("folder",), "sample folder", want_dir=True)
+        yield from _check_file(spec, reader.folder, (*reader.path, "folder"), "sample folder", want_dir=True)
     if reader.images is not None:
-        yield from _check_file(spec, reader.images, reader.path + ("images",), "image folder", want_dir=True)
+        yield from _check_file(spec, reader.images, (*reader.path, "images"), "image folder", want_dir=True)
     if reader.reader is not None:
         file, _ = reader.reader.rsplit(":", 1)
-        yield from _check_file(spec, file, reader.path + ("reader",), "reader file", want_dir=False)
+        yield from _check_file(spec, file, (*reader.path, "reader"), "reader file", want_dir=False)
 
 
 def _check_file(spec: Spec, relative: str, path: tuple, what: str, want_dir: bool) -> Iterator[Diagnostic]:
@@ -57,7 +57,7 @@ def _check_output(spec: Spec) -> Iterator[Diagnostic]:
     for key, value in (("dir", spec.output.dir), ("temp_dir", spec.output.temp_dir)):
         if value is None:
             continue
-        at = spec.output.path + (key,)
+        at = (*spec.output.path, key)
         folder = spec_path(spec, value)
         if not spec.output.allow_outside_workspace:
             try:

@@ -31,7 +31,7 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         for key in ("blocks", "sensitivity", "search"):
             if getattr(k, key):
                 yield diag("QAS326", f"keep_float.{key} needs engine {needs}: AutoSearchPro excludes at most one node "
-                                     "(F7) and runs no sensitivity analysis", k.path + (key,),
+                                     "(F7) and runs no sensitivity analysis", (*k.path, key),
                            hint=f"remove search.engine (the default is {DEFAULT_ENGINE})", at_key=True)
         return
     yield from _blocks(spec)
@@ -45,7 +45,7 @@ def _blocks(spec: Spec) -> Iterator[Diagnostic]:
     names = [n["name"] for n in analysis(spec)["nodes"]] if spec.keep_float.blocks else []
     for block, patterns in spec.keep_float.blocks.items():
         for i, pattern in enumerate(patterns):
-            at = spec.keep_float.path + ("blocks", block, i)
+            at = (*spec.keep_float.path, "blocks", block, i)
             try:
                 compiled = block_pattern(pattern)
             except PatternEngineMissing as error:
@@ -77,10 +77,10 @@ def _closest(pattern: str, names: list[str]) -> str:
 
 
 def _search(spec: Spec, search: dict[str, Any]) -> Iterator[Diagnostic]:
-    at = spec.keep_float.path + ("search",)
+    at = (*spec.keep_float.path, "search")
     if "coverage" in search and search["coverage"]["low"] > search["coverage"]["high"]:
         yield diag("QAS344", f"keep_float.search coverage low ({search['coverage']['low']:g}) is above high "
-                             f"({search['coverage']['high']:g})", at + ("coverage",),
+                             f"({search['coverage']['high']:g})", (*at, "coverage"),
                    hint="write low <= high, fractions of the total sensitivity between 0 and 1")
     space = merged_space(spec)
     if spec.search.sampler == "Grid":
@@ -94,24 +94,24 @@ def _search(spec: Spec, search: dict[str, Any]) -> Iterator[Diagnostic]:
 
 def _base(spec: Spec, base: dict[str, Any]) -> Iterator[Diagnostic]:
     space = merged_space(spec)
-    at = spec.keep_float.path + ("sensitivity", "base")
+    at = (*spec.keep_float.path, "sensitivity", "base")
     for key, value in base.items():
         choices = space.get(key)
         if choices is None:
-            yield diag("QAS343", f"the base configuration sets {key!r}, which the search space does not have", at + (key,),
+            yield diag("QAS343", f"the base configuration sets {key!r}, which the search space does not have", (*at, key),
                        hint=f"use keys of the space: {', '.join(repr(k) for k in space)}")
         elif isinstance(choices, dict) and isinstance(value, dict):
             for sub, v in value.items():
                 inner = choices.get(sub)
                 if sub == "only_if" or inner is None:
                     yield diag("QAS343", f"the base configuration sets {key}.{sub}, which the space's group does not "
-                                         "have", at + (key, sub), hint=f"use one of: {', '.join(k for k in choices if k != 'only_if')}")
+                                         "have", (*at, key, sub), hint=f"use one of: {', '.join(k for k in choices if k != 'only_if')}")
                 elif isinstance(inner, list) and v not in inner:
                     yield diag("QAS343", f"the base configuration's {key}.{sub} is {v!r}, not one of the space's "
-                                         f"choices {inner!r}", at + (key, sub), hint="take one of the choices")
+                                         f"choices {inner!r}", (*at, key, sub), hint="take one of the choices")
         elif isinstance(choices, list) and value not in choices:
             yield diag("QAS343", f"the base configuration's {key} is {value!r}, not one of the space's choices "
-                                 f"{choices!r}", at + (key,), hint="take one of the choices")
+                                 f"{choices!r}", (*at, key), hint="take one of the choices")
         elif isinstance(choices, dict) != isinstance(value, dict):
             yield diag("QAS343", f"the base configuration's {key} must be {'a mapping' if isinstance(choices, dict) else 'a value'}",
-                       at + (key,), hint="write it as the space does")
+                       (*at, key), hint="write it as the space does")

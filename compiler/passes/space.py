@@ -60,17 +60,17 @@ class Locator:
     def __init__(self, spec: Spec):
         s = spec.search
         if s.space is not None:
-            self.base: YamlPath = s.path + ("space",)
+            self.base: YamlPath = (*s.path, "space")
             self.written = s.space
         else:
-            self.base = s.path + ("override",)
+            self.base = (*s.path, "override")
             self.written = s.override or {}
-        self.preset_path: YamlPath = s.path + ("preset",)
+        self.preset_path: YamlPath = (*s.path, "preset")
 
     def __call__(self, *keys: str | int) -> YamlPath:
         node: Any = self.written
         for k in keys:
-            if isinstance(node, dict) and k in node or isinstance(node, list) and isinstance(k, int) and k < len(node):
+            if (isinstance(node, dict) and k in node) or (isinstance(node, list) and isinstance(k, int) and k < len(node)):
                 node = node[k]
             else:
                 # not written by the user at this depth: point at the deepest part they wrote
@@ -228,7 +228,7 @@ def _check_range(group: str, param: str, value: dict[str, Any], at: Locator) -> 
     allowed = {"type", "low", "high"} | ({"step"} if kind == "int" else {"log"})
     for extra in sorted(set(value) - allowed):
         ignored = {"log": "int ranges ignore log", "step": "float ranges ignore step"}.get(extra, "unknown key")
-        yield diag("QAS320", f"{group}.{param}: {extra!r} has no effect ({ignored} in Quark)", where + (extra,),
+        yield diag("QAS320", f"{group}.{param}: {extra!r} has no effect ({ignored} in Quark)", (*where, extra),
                    hint=f"allowed here: {', '.join(sorted(allowed))}", at_key=True)
     number = int if kind == "int" else (int, float)
     low, high = value.get("low"), value.get("high")
@@ -245,7 +245,7 @@ def _check_range(group: str, param: str, value: dict[str, Any], at: Locator) -> 
     if kind == "int" and (not isinstance(step, int) or isinstance(step, bool) or step < 1):
         yield diag("QAS320", f"{group}.{param}: step must be a positive integer"
                              + (f", not {step!r}" if isinstance(step, float) else ""),
-                   where + ("step",), hint=_whole_hint(step) if isinstance(step, float) and step >= 1 else None)
+                   (*where, "step"), hint=_whole_hint(step) if isinstance(step, float) and step >= 1 else None)
     if kind == "float" and value.get("log") and low <= 0:
         yield diag("QAS320", f"{group}.{param}: a log range needs low > 0", where)
     if "log" in value and not isinstance(value["log"], bool):

@@ -30,8 +30,8 @@ from ..runtime.contract import (
     SENSITIVITY_FILE,
     STAGE_GRID,
     STAGE_SAMPLER,
+    TASK_METRICS,
 )
-from ..runtime.contract import TASK_METRICS
 from ..runtime.objectives import distinct
 from .manifest import first_line, load_manifest
 from .objectives import objectives_view, recommend, stopped_record

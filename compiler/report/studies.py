@@ -171,7 +171,7 @@ def importances(study: Any, complete: list[Any]) -> tuple[dict[str, float], list
                      f"choices are lists, which Optuna cannot rank")
         changed = [key for key in changed if key not in unrankable]
         if not changed:
-            return {}, notes + ["no importances: no other parameter took more than one value"]
+            return {}, [*notes, "no importances: no other parameter took more than one value"]
     if len(complete) < ROUGH_BELOW:
         notes.append(f"importances from {len(complete)} complete trials are rough "
                      f"(PED-ANOVA wants {ROUGH_BELOW} or more)")

@@ -21,8 +21,14 @@ def quark_qconfig(config: dict[str, Any], exclusions: list[Any]) -> Any:
     """A nested config in, Quark's QConfig out: AutoSearchPro._onnx_quantize_model's mapping, with exclusion applied (F7)."""
     from quark.onnx import QConfig, QLayerConfig
     from quark.onnx.quantization.auto_search import AutoSearchPro
-    from quark.onnx.quantization.auto_search.qconfig_mapping import (DATA_TYPE, ONNX_ACTIVATION_WEIGHT, ONNX_ALGORITHM,
-                                                                      ONNX_CALIBMETHOD, QUANT_GRANULARITY, SCALE_TYPE)
+    from quark.onnx.quantization.auto_search.qconfig_mapping import (
+        DATA_TYPE,
+        ONNX_ACTIVATION_WEIGHT,
+        ONNX_ALGORITHM,
+        ONNX_CALIBMETHOD,
+        QUANT_GRANULARITY,
+        SCALE_TYPE,
+    )
 
     params = copy.deepcopy(config)
     enums = {"calibration_method": ONNX_CALIBMETHOD, "scale_type": SCALE_TYPE,

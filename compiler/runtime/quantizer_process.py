@@ -19,8 +19,9 @@ import shutil
 import signal
 import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import stopping
 

@@ -7,8 +7,9 @@ import numbers
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import contract
 from .readers import load_user_object
@@ -53,7 +54,7 @@ def make_evaluator(evaluator: dict[str, Any] | None, here: Path) -> Callable[[st
             returned = user_function(model)
         except TrialTimeout:  # search.trial_timeout, landed in the evaluator: the trial's, not the evaluator's
             raise
-        except Exception as error:  # noqa: BLE001 - any error of the user's code is reported as the evaluator's
+        except Exception as error:
             raise raised_error(name, file, model, error) from error
         return sign * real_number(f"{name} ({file})", model, returned)
 

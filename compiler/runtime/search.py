@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import contract, objectives, stopping
 from .artifacts import remove_artifact, store_artifact
@@ -220,7 +221,7 @@ class Search:
         except KeyboardInterrupt:
             self.interrupted(study, trial, stage, model)
             raise
-        except Exception as error:  # noqa: BLE001 - any failure of one trial is that trial's (F10)
+        except Exception as error:
             if is_storage_error(error):
                 raise
             if stopping.requested():  # the stop signal, turned into another error by the library it landed in
@@ -378,7 +379,7 @@ class Search:
                     if self.step(grid_configs) == "done":
                         break
                     lost.clear()
-                except Exception as error:  # noqa: BLE001 - only the storage's are retried; the rest re-raised
+                except Exception as error:
                     if not is_storage_error(error):
                         raise
                     lost.append(error)

@@ -10,8 +10,9 @@ keep_float search dimension). Standard library at import time.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import contract
 from .checks import fail

@@ -8,8 +8,9 @@ Standard library at import time (numpy, onnx, onnxruntime inside the functions).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import contract
 from .sensitivity_graph import bypass, candidates, unranked_bodies

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from . import contract
 from .lock import FileLock, worker_is_dead

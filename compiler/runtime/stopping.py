@@ -15,8 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from . import contract
-from . import console
+from . import console, contract
 from .console import warn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
