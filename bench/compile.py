@@ -39,10 +39,10 @@ def main() -> int:
         for _ in range(RUNS):  # alternate so that machine noise hits both sides alike
             compile_times.append(timed(compile_cmd))
             load_times.append(timed(load_cmd))
-    c, l = statistics.median(compile_times), statistics.median(load_times)
-    ratio = c / l
+    c, load = statistics.median(compile_times), statistics.median(load_times)
+    ratio = c / load
     print(f"qas compile example : median {c * 1000:.0f} ms over {RUNS} runs")
-    print(f"onnx.load(model)    : median {l * 1000:.0f} ms over {RUNS} runs")
+    print(f"onnx.load(model)    : median {load * 1000:.0f} ms over {RUNS} runs")
     print(f"ratio compile/load  : {ratio:.2f} (target <= {TARGET})")
     return 0 if ratio <= TARGET else 1
 

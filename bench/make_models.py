@@ -16,6 +16,7 @@ Built with onnx.helper and seeded numpy weights at bench time (never committed).
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +78,7 @@ def resnetish(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx
 def widemlp(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[int]]:
     widths = (1024, 2048, 2048, 1024, 10)
     nodes, initializers, x = [], [], "input"
-    for i, (c_in, c_out) in enumerate(zip(widths, widths[1:], strict=False)):
+    for i, (c_in, c_out) in enumerate(itertools.pairwise(widths)):
         w = rng.normal(0.0, (2.0 / c_in) ** 0.5, size=(c_out, c_in)).astype(np.float32)
         initializers += [numpy_helper.from_array(w, f"fc{i}.w"),
                          numpy_helper.from_array(np.zeros(c_out, np.float32), f"fc{i}.b")]

@@ -49,6 +49,7 @@ import argparse
 import contextlib
 import datetime as dt
 import io
+import itertools
 import json
 import os
 import platform
@@ -181,7 +182,7 @@ def summarize(trials: list[dict[str, Any]], start: float, end: float, cpu: float
     by_worker: dict[str, list[dict[str, Any]]] = {}
     for t in trials:
         by_worker.setdefault(t["worker"], []).append(t)
-    idle = sum(b["start"] - a["end"] for ts in by_worker.values() for a, b in zip(ts, ts[1:]))
+    idle = sum(b["start"] - a["end"] for ts in by_worker.values() for a, b in itertools.pairwise(ts))
     last_ends = [ts[-1]["end"] for ts in by_worker.values()]
     return {
         "workers": workers, "trials": len(trials), "configs": sorted({t["config"] for t in trials}),

@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from compiler import yaml_limits
-from compiler.source import load
+from compiler import yaml_limits  # noqa: E402 - importable only once the repository is on sys.path
+from compiler.source import load  # noqa: E402
 
 RUNS = 9
 CLI_RUNS = 3

@@ -11,7 +11,7 @@ import shlex
 import signal
 import sys
 import traceback
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -52,7 +52,7 @@ app = typer.Typer(
 )
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     json = "json"
 
@@ -136,13 +136,13 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except Exception as exc:  # noqa: BLE001 - this is the bug boundary
+        except Exception as exc:  # this is the bug boundary
             if kwargs.get("fmt") is Format.json:
                 error = f"internal error (a bug in qas, please report it): {type(exc).__name__}: {exc}"
                 sys.stdout.write(json.dumps({"ok": False, "error": error}, indent=2) + "\n")
             typer.echo("qas: internal error (this is a bug in qas, please report it with the spec):", err=True)
             typer.echo(traceback.format_exc(), err=True)
-            raise typer.Exit(EXIT_BUG)
+            raise typer.Exit(EXIT_BUG) from exc
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     wrapper.__wrapped__ = fn

@@ -56,7 +56,7 @@ def onnxruntime_providers():
     try:
         import onnxruntime
         return list(onnxruntime.get_available_providers())
-    except Exception as error:  # a broken install: report it, the compiler decides
+    except Exception as error:  # noqa: BLE001 - a broken install: report it, the compiler decides
         return ["<import failed: %s>" % type(error).__name__]
 
 

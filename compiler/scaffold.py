@@ -7,6 +7,7 @@ the spec's text is starter.starter_text's. Printing is the CLI's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -187,7 +188,5 @@ def _relative(model: Path, folder: Path) -> str:
 
 def _remove(created: list[Path]) -> None:
     for folder in reversed(created):
-        try:
+        with contextlib.suppress(OSError):
             folder.rmdir()
-        except OSError:
-            pass

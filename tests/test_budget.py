@@ -70,7 +70,7 @@ def test_external_data_counts_towards_the_model_size(tmp_path: Path) -> None:
 @pytest.mark.parametrize("weight, fraction", [("XInt8Spec", 1 / 4), ("Int16Spec", 1 / 2)])
 def test_disk_counts_models_at_their_quantized_size(tmp_path: Path, weight: str, fraction: float) -> None:
     spec = big_model_spec(tmp_path, 4 * 10**6)
-    spec.write_text(spec.read_text().replace("n_trials: 8}", "n_trials: 8, override: {weight: [%s]}}" % weight))
+    spec.write_text(spec.read_text().replace("n_trials: 8}", f"n_trials: 8, override: {{weight: [{weight}]}}}}"))
     budget = compile_spec(spec).plan.budget
     nodes = 7  # the example's quantizable nodes
     assert budget.quantized_bytes == pytest.approx(budget.model_bytes * fraction, abs=nodes * 1000)

@@ -31,7 +31,7 @@ def use_autosearchpro(spec: Path) -> None:
 
 def test_autosearchpro_example_search_runs_and_resumes_to_the_total(example_copy: Path) -> None:
     use_autosearchpro(example_copy / "spec.yaml")
-    out, ran = compile_and_run(example_copy / "spec.yaml")
+    out, _ran = compile_and_run(example_copy / "spec.yaml")
     best = json.loads((out / "best_config.json").read_text())
     trials = complete_trials(out / "tinycnn_study.db")
     assert len(trials) == 3  # n_trials: 3, not more, not clamped

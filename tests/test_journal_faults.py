@@ -53,9 +53,9 @@ WORKER = """
 def read_only(path: Path) -> None:
     """Make `path` unwritable, also for root (which chmod does not bind): chattr +i where the file system has it."""
     path.chmod(0o444)
-    if os.geteuid() == 0:
-        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)]).returncode != 0:
-            pytest.skip("running as root without chattr +i: a file cannot be made unwritable here")
+    if os.geteuid() == 0 and (shutil.which("chattr") is None
+                              or subprocess.run(["chattr", "+i", str(path)]).returncode != 0):
+        pytest.skip("running as root without chattr +i: a file cannot be made unwritable here")
 
 
 def writable(path: Path) -> None:

@@ -105,9 +105,9 @@ def test_the_tolerance_stop_needs_min_trials_a_trial_within_and_no_recent_improv
     flat = [trial(0, 0.3), trial(1, 0.05), trial(2, 0.2), trial(3, 0.3)]
     assert objectives.tolerance_stop(s, flat[:3], 0.1, None) is None  # fewer than min_trials
     assert "within tolerance" in objectives.tolerance_stop(s, flat, 0.1, None)
-    improving = flat[:3] + [trial(3, 0.02)]  # 0.03 better than 0.05: more than 0.1 x the tolerance (0.01)
+    improving = [*flat[:3], trial(3, 0.02)]  # 0.03 better than 0.05: more than 0.1 x the tolerance (0.01)
     assert objectives.tolerance_stop(s, improving, 0.1, None) is None
-    small = flat[:3] + [trial(3, 0.045)]  # 0.005 better: within the margin, so no real improvement
+    small = [*flat[:3], trial(3, 0.045)]  # 0.005 better: within the margin, so no real improvement
     assert objectives.tolerance_stop(s, small, 0.1, None) is not None
     none_within = [trial(n, 0.3) for n in range(6)]
     assert objectives.tolerance_stop(s, none_within, 0.1, None) is None

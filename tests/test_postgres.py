@@ -63,7 +63,7 @@ def test_two_worker_processes_record_every_trial(postgres: Postgres) -> None:
     per_worker = 10
     workers = [worker(ASK_AND_TELL, url, "shared", str(per_worker)) for _ in range(2)]
     for proc in workers:
-        out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err[-3000:]
     trials = study.get_trials(deepcopy=False)
     assert len(trials) == 2 * per_worker

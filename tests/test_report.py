@@ -442,7 +442,7 @@ def test_history_png_has_whole_trial_numbers_and_stage_legends(tmp_path: Path, m
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
     two_study_run(tmp_path)  # sampler trials 0-4, grid trials 0-1: matplotlib alone would tick 0.0, 0.5, ...
     assert "report/optimization_history.png" in write_report_files(build_report(tmp_path), tmp_path)
-    assert seen["ticks"] and all(re.fullmatch(r"−?\d+", tick) for tick in seen["ticks"]), seen["ticks"]
+    assert seen["ticks"] and all(re.fullmatch("\N{MINUS SIGN}?[0-9]+", tick) for tick in seen["ticks"]), seen["ticks"]
     assert seen["legend"] == ["grid stage", "sampler stage", "best so far (lowest)"]
 
 

@@ -173,7 +173,7 @@ def test_a_signal_to_qas_run_records_an_interrupted_run_and_a_rerun_completes(ex
         if line.startswith("qas: sampler trial 1:"):
             proc.send_signal(signum)
             break
-    stdout, stderr = proc.communicate(timeout=600)
+    _stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 130, stderr[-3000:]
     assert "qas: run interrupted (exit code 130)" in stderr
     run = manifest(out)["run"]

@@ -66,7 +66,7 @@ def test_one_borderline_sample_does_not_carry_a_score_and_scores_inside_the_nois
     noisy = list(rng.normal(0, 0.2, 32))  # helps nothing on average
     groups = rank({"steady": {"nodes": ["steady"], "drops": steady}, "borderline": {"nodes": ["b"], "drops": borderline},
                    "noisy": {"nodes": ["noisy"], "drops": noisy}}, {}, "sum")
-    assert [g["name"] for g in groups][0] == "steady" and groups[0]["above_noise"] and groups[0]["separated"]
+    assert groups[0]["name"] == "steady" and groups[0]["above_noise"] and groups[0]["separated"]
     assert robust(borderline) == 0.0
     assert not next(g for g in groups if g["name"] == "noisy")["above_noise"]
     assert resolved(groups) == 1

@@ -177,7 +177,7 @@ def test_a_sample_whose_data_is_not_what_its_header_declares_is_refused(tmp_path
         read_headers(tmp_path / "long.npy")
     with zipfile.ZipFile(tmp_path / "short.npz", "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("a.npy", whole[:-8])
-    with pytest.raises(ValueError, match="member 'a.npy': truncated"):
+    with pytest.raises(ValueError, match=r"member 'a\.npy': truncated"):
         read_headers(tmp_path / "short.npz")
 
 

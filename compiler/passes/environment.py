@@ -51,7 +51,7 @@ def check(spec: Spec, env: Environment) -> Iterator[Diagnostic]:
         if package == "plotly":
             at = (*spec.output.path, "plots")
         elif package in IMAGE_REQUIREMENTS:
-            at = image_readers(spec)[0].path + ("images",)  # the reader that needs it
+            at = (*image_readers(spec)[0].path, "images")  # the reader that needs it
         elif package in BLOCK_REQUIREMENTS:
             at = (*spec.keep_float.path, "blocks")
         elif package in TRACKING_REQUIREMENTS:

@@ -146,9 +146,9 @@ def _check_choices(key: str, values: list[Any], at: Locator, top: bool, group: s
         elif key in enums and (not top or key in CHOICE_KEYS) and v not in enums[key]:  # a list is no enum value
             yield diag("QAS316", f"{v!r} is not a value Quark knows for {key} (its strings are case-sensitive)",
                        at(*keys, i), hint=did_you_mean(str(v), [e for e in enums[key] if e is not None]))
-        elif isinstance(v, list) and key not in ("NumIterLR", "PercentileCandidates", "exclude"):
-            if not all(isinstance(x, SCALARS) for x in v):
-                yield diag("QAS325", f"a choice of {'.'.join(keys)} holds nested mappings", at(*keys, i))
+        elif (isinstance(v, list) and key not in ("NumIterLR", "PercentileCandidates", "exclude")
+              and not all(isinstance(x, SCALARS) for x in v)):
+            yield diag("QAS325", f"a choice of {'.'.join(keys)} holds nested mappings", at(*keys, i))
     if key == "NumIterLR":
         for i, v in enumerate(values):
             ok = (isinstance(v, list) and len(v) == 2 and isinstance(v[0], int) and not isinstance(v[0], bool)

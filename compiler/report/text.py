@@ -202,7 +202,7 @@ def report_text(report: dict[str, Any]) -> str:
         rows = [v["top_header"], *v["top"]]
         widths = [max(len(row[i]) for row in rows) for i in range(len(v["top_header"]))]
         lines.append(f"top {len(v['top'])}:")
-        lines += ["  " + "  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in rows]
+        lines += ["  " + "  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     if v["importances"]:
         width = max(len(k) for k, _ in v["importances"])
         lines += ["importances:"] + [f"  {k:<{width}}  {share}" for k, share in v["importances"]]

@@ -7,6 +7,7 @@ every machine mounts, the winner can be copied to best_model.onnx on any of them
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,5 @@ def remove_artifact(settings: Any, trial: Any) -> None:
     """Delete a pruned trial's model from the artifact folder too."""
     artifact_id = trial.user_attrs.get(ATTR_ARTIFACT)
     if enabled(settings) and artifact_id is not None:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # another worker pruned it already
             _store(settings).remove(artifact_id)
-        except FileNotFoundError:
-            pass  # another worker pruned it already

@@ -8,6 +8,7 @@ original ones for its own lines.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -58,10 +59,8 @@ def _terminal_lost() -> None:
     _terminal["out"] = _terminal["err"] = log
     for stream in lost:
         if stream is not None:
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
 
 
 def also_in_log(line: str) -> None:

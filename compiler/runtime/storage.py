@@ -302,10 +302,8 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
-            try:
+            with contextlib.suppress(Exception):  # the database is away: the main thread finds out and says so
                 self.storage.record_heartbeat(self.trial_id)
-            except Exception:  # noqa: BLE001 - the database is away: the main thread finds out and says so
-                pass
 
     def __exit__(self, *_exc: Any) -> None:
         if self._stop is not None:
