@@ -79,10 +79,12 @@ def model_with_external_data(folder: Path, data_bytes: int, missing: bool = Fals
 
 
 def settings_from_script(text: str, script: Path) -> Any:
-    """A compiled settings script's text in; its runtime Settings (as compiler.runtime's class) out, without running it."""
+    """A compiled settings script's text in; its runtime Settings (as compiler.runtime's class) out, without running
+    it."""
     from compiler.runtime.settings import Settings
 
-    call = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Settings")
+    call = next(n for n in ast.walk(ast.parse(text))
+                if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Settings")
     values = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg != "script"}
     return Settings(script=str(script), **values)
 
@@ -112,7 +114,8 @@ def compile_and_run(spec: Path) -> tuple[Path, subprocess.CompletedProcess]:
 
 def run_script(script: Path) -> subprocess.CompletedProcess:
     """Run a compiled search script from its spec's folder; it must exit 0 (the tails of its output say why not)."""
-    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=script.parent.parent)
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                         cwd=script.parent.parent)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     return ran
 
@@ -159,7 +162,8 @@ def postgres_bindir() -> Path | None:
         if found.returncode == 0:
             candidates.append(Path(found.stdout.strip()))
     versions = Path("/usr/lib/postgresql").glob("*/bin")
-    candidates += sorted(versions, key=lambda p: [int(x) for x in p.parent.name.split(".") if x.isdigit()], reverse=True)
+    candidates += sorted(versions, key=lambda p: [int(x) for x in p.parent.name.split(".") if x.isdigit()],
+                         reverse=True)
     if initdb := shutil.which("initdb"):
         candidates.append(Path(initdb).resolve().parent)
     return next((c for c in candidates if (c / "initdb").is_file() and (c / "pg_ctl").is_file()), None)
@@ -255,7 +259,8 @@ class Postgres:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with psycopg.connect(host="127.0.0.1", port=self.port, user=PG_USER, dbname="postgres", connect_timeout=5):
+                with psycopg.connect(host="127.0.0.1", port=self.port, user=PG_USER, dbname="postgres",
+                                     connect_timeout=5):
                     return
             except psycopg.OperationalError as error:
                 if time.monotonic() > deadline:
@@ -289,7 +294,8 @@ def postgres() -> Any:
     bindir = postgres_bindir()
     if bindir is None:
         pytest.fail("PostgreSQL's server programs (initdb, pg_ctl) were not found in `pg_config --bindir`, "
-                    "/usr/lib/postgresql/*/bin or PATH: install Debian's `postgresql` (.ci/run does when it is missing)",
+                    "/usr/lib/postgresql/*/bin or PATH: install Debian's `postgresql` "
+                    "(.ci/run does when it is missing)",
                     pytrace=False)
     server = Postgres(bindir, Path(tempfile.mkdtemp(prefix="qas-postgres-")))
     try:
@@ -322,10 +328,10 @@ def fake_settings(folder: Path, **changes: Any) -> Any:
     """Settings of a two-stage search over SPACE in `folder` (the model itself is never read by the fakes)."""
     values: dict[str, Any] = dict(
         script=str(folder / "fake_autosearch.py"), engine="qas", spec_hash="s", space_hash="h", device="cpu",
-        torch_device="cpu", model="model.onnx", model_sha256={}, calibration={"folder": "calib", "limit": None}, eval_data=None,
-        metric="L2", evaluator=None, direction="minimize", sampler="TPE", seed=0, n_trials=4, two_stage=True,
-        grid_configs=6, study_name="fake", study_db="fake_study.journal", resume=True, plots=False, temp_dir="tmp",
-        requirements={}, search_space=SPACE, storage={"kind": "journal"})
+        torch_device="cpu", model="model.onnx", model_sha256={}, calibration={"folder": "calib", "limit": None},
+        eval_data=None, metric="L2", evaluator=None, direction="minimize", sampler="TPE", seed=0, n_trials=4,
+        two_stage=True, grid_configs=6, study_name="fake", study_db="fake_study.journal", resume=True, plots=False,
+        temp_dir="tmp", requirements={}, search_space=SPACE, storage={"kind": "journal"})
     values.update(changes)
     from compiler.runtime.settings import Settings
 
@@ -361,7 +367,8 @@ class FakeQuark:
 
 
 def study_storage(path: Path) -> Any:
-    """An Optuna storage over a study file an output folder holds: the journal (engine qas) or SQLite (autosearchpro)."""
+    """An Optuna storage over a study file an output folder holds: the journal (engine qas) or SQLite
+    (autosearchpro)."""
     import optuna
 
     if path.suffix == ".journal":
@@ -388,8 +395,9 @@ search:
 device: cpu
 """
 
-# A small search of the example whose evaluator can hang on cue. Scores a model by its file size. The first worker to score a quantized model while `hang` exists claims it
-# (hang.claimed, atomically), writes its pid to `hanging` and hangs there, so a test can kill it mid-trial.
+# A small search of the example whose evaluator can hang on cue. Scores a model by its file size. The first worker to
+# score a quantized model while `hang` exists claims it (hang.claimed, atomically), writes its pid to `hanging` and
+# hangs there, so a test can kill it mid-trial.
 HANG_EVALUATOR = '''import os, time
 from pathlib import Path
 

@@ -126,7 +126,8 @@ def test_errors_write_nothing_and_exit_1(example_copy: Path) -> None:
     spec.write_text(spec.read_text().replace("n_trials: 3", "n_trails: 3"))
     result = qas("compile", str(spec))
     assert result.returncode == 1
-    assert "spec.yaml:" in result.stderr and "error[QAS201]" in result.stderr and "did you mean 'n_trials'?" in result.stderr
+    assert ("spec.yaml:" in result.stderr and "error[QAS201]" in result.stderr
+            and "did you mean 'n_trials'?" in result.stderr)
     assert not (example_copy / "autosearch_output").exists()
 
 
@@ -238,7 +239,8 @@ def test_internal_errors_exit_3_with_a_report_line(example_copy: Path) -> None:
     code = ("import sys; import compiler.pipeline as p; from compiler import cli;"
             "p.compile_spec = cli.compile_spec = lambda s: 1/0;"
             "sys.argv = ['qas', 'validate', sys.argv[1]]; cli.run()")
-    result = subprocess.run([sys.executable, "-c", code, str(example_copy / "spec.yaml")], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", code, str(example_copy / "spec.yaml")], capture_output=True,
+                            text=True)
     assert result.returncode == 3
     assert "internal error" in result.stderr and "please report" in result.stderr
 
@@ -264,7 +266,8 @@ def test_printed_commands_are_shell_quoted(example_copy: Path, tmp_path: Path) -
     result = qas("compile", str(spec))
     assert result.returncode == 0, result.stderr
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("run it: ")]
-    assert shlex.split(line.removeprefix("run it: ")) == ["python", str(odd / "autosearch_output" / "tinycnn_autosearch.py")]
+    assert shlex.split(line.removeprefix("run it: ")) == [
+        "python", str(odd / "autosearch_output" / "tinycnn_autosearch.py")]
     spec.write_text(spec.read_text().replace("n_trials: 3", "n_trials: 4"))
     stale = qas("compile", "--check", str(spec))
     assert stale.returncode == 1

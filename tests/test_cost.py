@@ -224,9 +224,11 @@ def test_disk_counts_each_model_at_its_quantized_size() -> None:
     assert quantized_model_bytes(4_000_000, 16, 10) == 2_000_000 + int(10 * per_node)
     assert weight_bits({"weight": ["XInt8Spec"]}) == 8
     assert weight_bits({"weight": ["Int8Spec", "Int16Spec"]}) == 16  # the widest a trial can draw
-    assert weight_bits({"weight": ["Int8Spec"], "weight_params": {"data_type": ["BFloat16"], "only_if": "weight"}}) == 16
+    assert weight_bits({"weight": ["Int8Spec"],
+                        "weight_params": {"data_type": ["BFloat16"], "only_if": "weight"}}) == 16
     assert weight_bits({"weight": ["SomethingNew"]}) == 32
     facts = example_facts()
     b = facts.budget
-    assert b.quantized_bytes == quantized_model_bytes(b.model_bytes, 8, sum(facts.analysis["quantizable_op_counts"].values()))
+    assert b.quantized_bytes == quantized_model_bytes(b.model_bytes, 8,
+                                                      sum(facts.analysis["quantizable_op_counts"].values()))
     assert b.quantized_bytes < b.model_bytes / 2

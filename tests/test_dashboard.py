@@ -94,7 +94,8 @@ def seed_studies(out: Path) -> tuple[str, object]:
     from compiler.report.manifest import load_manifest
 
     name = load_manifest(out / "run_manifest.yaml")["outputs"]["study"]["name"]
-    writer = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(out / "tinycnn_study.journal")))
+    writer = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(out / "tinycnn_study.journal")))
     for study_name in (name, name + "-grid"):
         optuna.create_study(study_name=study_name, storage=writer).optimize(lambda t: 0.5, n_trials=1)
     return name, writer
@@ -106,7 +107,8 @@ def test_a_port_in_use_is_a_clean_error(compiled: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         ran = qas("dashboard", str(compiled), "--port", str(taken.getsockname()[1]))
-    assert ran.returncode == 2 and "cannot listen on 127.0.0.1:" in ran.stderr and "hint: pick another --port" in ran.stderr
+    assert (ran.returncode == 2 and "cannot listen on 127.0.0.1:" in ran.stderr
+            and "hint: pick another --port" in ran.stderr)
     assert "Traceback" not in ran.stderr
 
 
@@ -136,7 +138,8 @@ def test_the_storage_reads_the_study_refuses_every_write_and_shows_the_objective
     assert "study:metric_names" not in writer.get_study_system_attrs(studies[0]._study_id)  # shown, never written
 
 
-def test_a_database_study_needs_its_variable_and_never_prints_the_url(compiled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_database_study_needs_its_variable_and_never_prints_the_url(compiled: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from compiler.dashboard import _storage
 
     monkeypatch.delenv("QAS_TEST_URL", raising=False)
@@ -146,7 +149,8 @@ def test_a_database_study_needs_its_variable_and_never_prints_the_url(compiled: 
     assert "not a PostgreSQL URL" in problem and "s3cret" not in problem
 
 
-def test_a_postgres_study_is_read_without_writing(postgres: Any, compiled: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_postgres_study_is_read_without_writing(postgres: Any, compiled: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import optuna
 
     from compiler.dashboard import ReadOnlyError, ReadOnlyStorage, _storage
@@ -209,7 +213,8 @@ def test_the_dashboard_serves_a_real_search_read_only_and_chromium_shows_its_tri
             keys = {a["key"] for t in detail["trials"] for a in t["user_attrs"]}
             assert {"config", "stage", "model"} <= keys
         # a write through the dashboard's API is refused and changes nothing
-        create = urllib.request.Request(f"{base}/api/studies", method="POST", headers={"Content-Type": "application/json"},
+        create = urllib.request.Request(f"{base}/api/studies", method="POST",
+                                        headers={"Content-Type": "application/json"},
                                         data=json.dumps({"study_name": "x", "directions": ["minimize"]}).encode())
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(create, timeout=30)
@@ -218,7 +223,8 @@ def test_the_dashboard_serves_a_real_search_read_only_and_chromium_shows_its_tri
         chromium = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                     "--virtual-time-budget=20000"]
         shot = tmp_path / "study.png"
-        subprocess.run([*chromium, "--window-size=1400,1000", f"--screenshot={shot}", f"{base}/dashboard/studies/{ids[sampler]}"], capture_output=True, timeout=300, check=True)
+        subprocess.run([*chromium, "--window-size=1400,1000", f"--screenshot={shot}",
+                        f"{base}/dashboard/studies/{ids[sampler]}"], capture_output=True, timeout=300, check=True)
         image = Image.open(shot).convert("RGB")
         assert image.size == (1400, 1000)
         assert len(image.getcolors(1 << 20) or []) > 50  # a drawn page, not a blank one

@@ -40,7 +40,8 @@ def test_autosearchpro_example_search_runs_and_resumes_to_the_total(example_copy
     assert best["model"] == f"quantized_model_{number}.onnx"
     winner = out / best["model"]
     assert winner.is_file()
-    assert op_types(winner) & {"QuantizeLinear", "DequantizeLinear", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"}
+    assert op_types(winner) & {"QuantizeLinear", "DequantizeLinear", "ExtendedQuantizeLinear",
+                               "ExtendedDequantizeLinear"}
     # nested config, not Quark's flattened names (F8); stage-1 settings kept in stage 2 (F4)
     config = best["config"]
     assert config["algorithms"] in ("adaround", "adaquant")

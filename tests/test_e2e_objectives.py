@@ -38,7 +38,8 @@ def test_a_multi_objective_search_recommends_one_winner_and_stops_at_tolerance(e
     folder = example_copy
     spec = folder / "spec.yaml"
     text = spec.read_text()
-    text = text.replace("  n_trials: 3\n", "  n_trials: 6\n  two_stage: false\n  objectives: [accuracy, latency, size]\n"
+    text = text.replace("  n_trials: 3\n",
+                        "  n_trials: 6\n  two_stage: false\n  objectives: [accuracy, latency, size]\n"
                         "  stop: {at_tolerance: true, min_trials: 3, patience: 1, margin: 0.5}\n")
     text = text.replace("  metric: L2\n", "  metric: L2\n  tolerance: 100\n")  # every model is within it
     spec.write_text(text)

@@ -54,7 +54,8 @@ device: cpu
 
 def studies(out: Path, name: str) -> tuple[optuna.Study, optuna.Study]:
     storage = study_storage(out / (name + '_study.journal'))
-    manifest_name = next(s.study_name for s in optuna.get_all_study_summaries(storage) if not s.study_name.endswith("-grid"))
+    manifest_name = next(s.study_name for s in optuna.get_all_study_summaries(storage)
+                         if not s.study_name.endswith("-grid"))
     return (optuna.load_study(study_name=manifest_name, storage=storage),
             optuna.load_study(study_name=manifest_name + "-grid", storage=storage))
 
@@ -93,7 +94,8 @@ def test_interrupted_run_resumes_to_exactly_the_budget_without_repeating_a_confi
     complete = [t for t in sampler.trials if t.state.name == "COMPLETE"]
     assert len(complete) == 5  # exactly the total budget
     assert [t.number for t in done_before] == [t.number for t in complete[:len(done_before)]]
-    quantized = [json.dumps(t.user_attrs["config"], sort_keys=True) for t in complete if "reused_from" not in t.user_attrs]
+    quantized = [json.dumps(t.user_attrs["config"], sort_keys=True) for t in complete
+                 if "reused_from" not in t.user_attrs]
     assert len(quantized) == len(set(quantized))  # no configuration quantized twice
     models = {t.user_attrs["model"] for t in complete}
     assert all((out / m).is_file() for m in models)

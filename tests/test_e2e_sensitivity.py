@@ -55,7 +55,8 @@ def test_the_outlier_node_ranks_first_the_ranking_is_reused_and_the_prefix_stays
     assert data["groups"][0]["score"] > 0.5 * data["baseline_error"]  # most of the error is fc2's
     above = {g["name"] for g in data["groups"] if g["above_noise"]}
     assert "fc2" in above and not above & {"relu1", "relu2", "head"}  # they help no sample, or some but not others
-    assert {"name": "tail", "nodes": ["fc3", "relu3"]}.items() <= next(g for g in data["groups"] if g["name"] == "tail").items()
+    assert ({"name": "tail", "nodes": ["fc3", "relu3"]}.items()
+            <= next(g for g in data["groups"] if g["name"] == "tail").items())
     assert data["cost"]["quantizations"] == 1 and data["cost"]["inferences"] == 4 * (data["cost"]["candidates"] + 2)
     assert "1. fc2" in first.stdout
     key = data["key"]

@@ -23,7 +23,8 @@ def compiled(example_copy: Path) -> Path:
 
 
 def start_hanging(script: Path, log: Path, ignore_sigint: bool = False) -> subprocess.Popen:
-    """Start the script (SIGINT ignored, as nohup or `&` in a script leave it, if asked) and wait until a trial hangs."""
+    """Start the script (SIGINT ignored, as nohup or `&` in a script leave it, if asked) and wait until a trial
+    hangs."""
     def preexec() -> None:
         if ignore_sigint:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -135,7 +136,8 @@ def start_fine_tuning(example_copy: Path, log: Path, qas_run: bool = False) -> t
 def all_trials(script: Path) -> list[optuna.trial.FrozenTrial]:
     """The trials of both studies (the grid stage's first)."""
     storage = study_storage(script.parent / "small_study.journal")
-    names = sorted((s.study_name for s in optuna.get_all_study_summaries(storage)), key=lambda n: not n.endswith("-grid"))
+    names = sorted((s.study_name for s in optuna.get_all_study_summaries(storage)),
+                   key=lambda n: not n.endswith("-grid"))
     return [t for name in names for t in optuna.load_study(study_name=name, storage=storage).trials]
 
 
@@ -200,7 +202,8 @@ def test_sigterm_during_adaround_stops_within_seconds_writes_the_best_so_far_and
     text = log.read_text()
     assert "SIGTERM received" in text and "best so far" in text and "Traceback" not in text
     (stopped,) = [t for t in all_trials(script) if t.state.name == "FAIL"]
-    assert stopped.user_attrs["interrupted"] is True and not [t for t in all_trials(script) if t.state.name == "RUNNING"]
+    assert (stopped.user_attrs["interrupted"] is True
+            and not [t for t in all_trials(script) if t.state.name == "RUNNING"])
     out = script.parent
     best = json.loads((out / "best_config.json").read_text())
     assert best["trial_number"] == 0 and (out / "best_model.onnx").is_file()  # the completed trial's
@@ -279,7 +282,8 @@ def test_a_sigkilled_launcher_takes_its_workers_with_it(example_copy: Path, tmp_
 
 def test_a_trial_past_its_time_limit_during_adaround_is_stopped_and_failed_and_the_search_ends(example_copy: Path,
                                                                                                tmp_path: Path) -> None:
-    (example_copy / "spec.yaml").write_text(ADAROUND_SPEC.replace("  n_trials: 2", "  n_trials: 2\n  trial_timeout: 30"))
+    (example_copy / "spec.yaml").write_text(ADAROUND_SPEC.replace("  n_trials: 2",
+                                                                  "  n_trials: 2\n  trial_timeout: 30"))
     done = subprocess.run([sys.executable, "-m", "compiler", "compile", str(example_copy / "spec.yaml")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,5 @@
-"""End to end with the real amd-quark: the output folder runs where qas cannot be imported, with plots on, under both engines."""
+"""End to end with the real amd-quark: the output folder runs where qas cannot be imported, with plots on, under both
+engines."""
 
 from __future__ import annotations
 

@@ -145,7 +145,8 @@ def test_ctrl_c_stops_every_worker_cleanly_and_a_rerun_finishes_the_budget(examp
     while not (example_copy / "hanging").exists() or not (example_copy / "hanging").read_text():
         assert time.monotonic() < deadline and launcher.poll() is None
         time.sleep(0.2)
-    launcher.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal gives the launcher (its workers have their own group)
+    # what Ctrl-C in a terminal gives the launcher (its workers have their own group)
+    launcher.send_signal(signal.SIGINT)
     out, err = launcher.communicate(timeout=180)
     assert launcher.returncode == 130, out + err
     assert err.count("SIGINT received") == 2 and "Traceback" not in err  # passed on to both workers, once

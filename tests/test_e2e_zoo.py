@@ -40,7 +40,8 @@ FULL = os.environ.get("QAS_ZOO_FULL") == "1"
 def pairwise() -> list[tuple[str, str, str]]:
     """Model i in mode j gets preset (i + j) mod 4: every (model, mode) pair once, and since 6 models and 5 modes both
     exceed 4 presets, every (model, preset) and every (mode, preset) pair at least once."""
-    return [(model, PRESETS[(i + j) % len(PRESETS)], mode) for i, model in enumerate(ZOO) for j, mode in enumerate(MODES)]
+    return [(model, PRESETS[(i + j) % len(PRESETS)], mode)
+            for i, model in enumerate(ZOO) for j, mode in enumerate(MODES)]
 
 
 def cells() -> list[Any]:

@@ -57,8 +57,8 @@ def compile_json(folder: Path, document: Any) -> None:
     spec = folder / "spec.yaml"
     spec.write_text(json.dumps(document, allow_nan=True))
     out = folder / "autosearch_output"
-    ran = CliRunner().invoke(app, ["compile", "--format", "json", "--target-env", str(REPO / "golden" / "target_env.json"),
-                                   str(spec)])
+    ran = CliRunner().invoke(app, ["compile", "--format", "json",
+                                   "--target-env", str(REPO / "golden" / "target_env.json"), str(spec)])
     assert ran.exit_code in (0, 1), (ran.exit_code, ran.output[-2000:], document)
     assert "Traceback" not in ran.output
     found = json.loads(ran.stdout)

@@ -1,4 +1,5 @@
-"""Golden cases: golden/<case>/spec.yaml in; every file compile renders, diagnostics.txt and plan.txt must match expected/.
+"""Golden cases: golden/<case>/spec.yaml in; every file compile renders, diagnostics.txt and plan.txt must match
+expected/.
 
 Adding a case is adding a folder. `pytest --update-golden` rewrites expected/; review it in git diff.
 Error cases hold only diagnostics.txt. The target environment is golden/target_env.json, or the case's

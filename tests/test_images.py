@@ -81,8 +81,8 @@ def save_images(folder: Path, names: list[str], height: int, width: int, seed: i
 
 def reader_output(script: Path, which: str, tmp_path: Path) -> list[np.ndarray]:
     out = tmp_path / f"{which}.npz"
-    ran = subprocess.run([sys.executable, "-c", RUN_READER, str(script), which, str(out)], capture_output=True, text=True,
-                         timeout=120)
+    ran = subprocess.run([sys.executable, "-c", RUN_READER, str(script), which, str(out)],
+                         capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr[-3000:]
     with np.load(out) as saved:
         return [saved[f"arr_{i}"] for i in range(len(saved.files))]
@@ -137,7 +137,8 @@ def test_limit_needs_a_folder_or_images_and_preprocess_needs_images(tmp_path: Pa
 def test_a_missing_image_folder_is_located(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, str(TINYCNN), "  images: nowhere\n  preprocess: {resize: [32, 32]}\n")
     (found,) = compile_spec(spec).diagnostics
-    assert (found.code, found.message, found.line, found.col) == ("QAS301", "image folder 'nowhere' does not exist", 5, 11)
+    assert (found.code, found.message, found.line, found.col) == ("QAS301", "image folder 'nowhere' does not exist",
+                                                                  5, 11)
 
 
 def test_dynamic_dims_take_any_size_and_fixed_dims_are_checked(tmp_path: Path) -> None:
@@ -200,7 +201,8 @@ CASES = {
                                     "{resize: [24, 20], mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}",
                                     {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}),
     "bgr_nhwc_float16_scaled": ("float16", ["n", 24, 20, 3],
-                                "{resize: [24, 20], color: BGR, layout: NHWC, dtype: float16, scale: 1, mean: [100, 110, 120], std: [50, 60, 70]}",
+                                "{resize: [24, 20], color: BGR, layout: NHWC, dtype: float16, scale: 1, "
+                                "mean: [100, 110, 120], std: [50, 60, 70]}",
                                 {"color": "BGR", "layout": "NHWC", "dtype": "float16", "scale": 1.0,
                                  "mean": [100, 110, 120], "std": [50, 60, 70]}),
     "gray_nchw_uint8": ("uint8", [1, 1, 24, 20], "{resize: [24, 20], color: L, dtype: uint8}",
@@ -215,7 +217,8 @@ def test_the_emitted_reader_yields_exactly_the_declared_tensors(case: str, tmp_p
     dtype, shape, preprocess, kwargs = CASES[case]
     # 40x50 images resized to 24x20, files out of creation order, an upper-case .JPG and a file that is no image
     save_images(tmp_path / "im", ["c.png", "a.png", "b.bmp"], 40, 50)
-    Image.fromarray(np.random.default_rng(1).integers(0, 256, (30, 30, 3), dtype=np.uint8)).save(tmp_path / "im" / "d.JPG")
+    Image.fromarray(np.random.default_rng(1).integers(0, 256, (30, 30, 3),
+                                                      dtype=np.uint8)).save(tmp_path / "im" / "d.JPG")
     (tmp_path / "im" / "e.txt").write_text("ignored\n")
     model = identity_model(tmp_path / "m.onnx", dtype, shape)
     spec = write_spec(tmp_path, model, f"  images: im\n  preprocess: {preprocess}\n")
@@ -237,9 +240,11 @@ def test_the_emitted_reader_yields_exactly_the_declared_tensors(case: str, tmp_p
 def test_without_resizing_the_tensors_are_the_saved_pixels(tmp_path: Path) -> None:
     arrays = save_images(tmp_path / "im", ["a.png", "b.png"], 16, 12)
     model = identity_model(tmp_path / "m.onnx", "float32", [1, 3, 16, 12])
-    spec = write_spec(tmp_path, model, "  images: im\n  limit: 1\n  preprocess: {resize: [16, 12], mean: [0.5, 0.5, 0.5], std: [0.25, 0.5, 1]}\n")
+    spec = write_spec(tmp_path, model, "  images: im\n  limit: 1\n"
+                      "  preprocess: {resize: [16, 12], mean: [0.5, 0.5, 0.5], std: [0.25, 0.5, 1]}\n")
     (got,) = reader_output(compiled_script(spec), "calibration", tmp_path)
-    want = (arrays["a.png"].astype(np.float32) / np.float32(255) - np.float32(0.5)) / np.array([0.25, 0.5, 1], np.float32)
+    want = ((arrays["a.png"].astype(np.float32) / np.float32(255) - np.float32(0.5))
+            / np.array([0.25, 0.5, 1], np.float32))
     assert np.array_equal(got, want.transpose(2, 0, 1)[np.newaxis])
 
 
@@ -290,7 +295,8 @@ def test_an_image_that_cannot_be_decoded_stops_the_script_naming_it(tmp_path: Pa
     ran = subprocess.run([sys.executable, "-c", RUN_READER, str(script), "calibration", str(tmp_path / "x.npz")],
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 2
-    assert ran.stderr.startswith("qas: error: image ") and "im/a.jpg cannot be read: image file is truncated" in ran.stderr
+    assert (ran.stderr.startswith("qas: error: image ")
+            and "im/a.jpg cannot be read: image file is truncated" in ran.stderr)
     assert "Traceback" not in ran.stderr
 
 

@@ -277,7 +277,8 @@ def test_an_opset_11_model_is_offered_a_converted_copy(tmp_path: Path) -> None:
     ran = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)), cwd=tmp_path, capture_output=True,
                          text=True)
     assert ran.returncode == 0, ran.stderr  # the printed command converts the model as printed
-    assert {o.domain or "": o.version for o in onnx.load(str(tmp_path / "models" / "old_opset13.onnx")).opset_import}[""] == 13
+    assert {o.domain or "": o.version
+            for o in onnx.load(str(tmp_path / "models" / "old_opset13.onnx")).opset_import}[""] == 13
     (tmp_path / "models" / "old_opset13.onnx").unlink()
     assert load_valid(tmp_path / "spec.yaml")["model"] == "models/old.onnx"
     converted = qas("init", "models/old.onnx", "--convert-opset", "--force", cwd=tmp_path)

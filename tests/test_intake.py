@@ -27,7 +27,8 @@ def test_a_model_quantized_by_onnxruntime_is_refused(tmp_path: Path) -> None:
     qdq_model(tmp_path / "qdq.onnx")
     result = compile_spec(spec_for(tmp_path, "qdq.onnx"))
     assert [d.code for d in result.diagnostics] == ["QAS702"]
-    assert result.diagnostics[0].path == ("model",) and (result.diagnostics[0].line, result.diagnostics[0].col) == (3, 8)
+    assert (result.diagnostics[0].path == ("model",)
+            and (result.diagnostics[0].line, result.diagnostics[0].col) == (3, 8))
     assert not result.files
 
 
@@ -67,7 +68,8 @@ def test_a_model_quark_produced_is_refused_too(tmp_path: Path) -> None:
     from onnx import helper
 
     model = onnx.load(str(EXAMPLE_DIR / "models" / "tinycnn.onnx"))
-    model.graph.node.append(helper.make_node("VitisQuantizeLinear", ["logits", "s", "z"], ["q"], domain="com.vai.quantize"))
+    model.graph.node.append(helper.make_node("VitisQuantizeLinear", ["logits", "s", "z"], ["q"],
+                                             domain="com.vai.quantize"))
     onnx.save(model, str(tmp_path / "vai.onnx"))
     result = compile_spec(spec_for(tmp_path, "vai.onnx"))
     assert [d.code for d in result.diagnostics] == ["QAS702"]
@@ -102,7 +104,8 @@ def test_external_data_outside_the_models_folder_is_refused_and_never_read(tmp_p
 
 
 def test_sample_hints_say_how_to_convert_and_the_conversion_fixes_the_sample(tmp_path: Path) -> None:
-    good = np.load(EXAMPLE_DIR / "data" / "calib" / sorted(p.name for p in (EXAMPLE_DIR / "data" / "calib").iterdir())[0])
+    good = np.load(EXAMPLE_DIR / "data" / "calib"
+                   / sorted(p.name for p in (EXAMPLE_DIR / "data" / "calib").iterdir())[0])
     assert good.dtype == np.float32 and good.shape == (1, 3, 32, 32)
     folder = tmp_path / "calib"
     folder.mkdir()
@@ -112,7 +115,8 @@ def test_sample_hints_say_how_to_convert_and_the_conversion_fixes_the_sample(tmp
     np.savez(folder / "d_named.npz", input=good.astype("float16"))
     np.savez(folder / "e_misnamed.npz", image=good)
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"qas: 1\nname: t\nmodel: {EXAMPLE_DIR / 'models' / 'tinycnn.onnx'}\ncalibration: {{folder: calib}}\n"
+    spec.write_text(f"qas: 1\nname: t\nmodel: {EXAMPLE_DIR / 'models' / 'tinycnn.onnx'}\n"
+                    "calibration: {folder: calib}\n"
                     "search: {preset: XINT8_SEARCH, n_trials: 3}\ndevice: cpu\n")
     env = target_env(GOLDEN)
     found = [d for d in compile_spec(spec, env).diagnostics if d.code == "QAS707"]

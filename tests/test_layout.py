@@ -81,7 +81,8 @@ def uses_quark(node: ast.AST, helpers: set[str]) -> bool:
         if isinstance(sub, ast.Call) and getattr(sub.func, "attr", getattr(sub.func, "id", None)) == "importorskip" \
                 and sub.args and isinstance(sub.args[0], ast.Constant) and _is_quark_module(sub.args[0].value):
             return True
-        if (isinstance(sub, ast.Name) and sub.id in helpers) or (isinstance(sub, ast.Attribute) and sub.attr in helpers):
+        if ((isinstance(sub, ast.Name) and sub.id in helpers)
+                or (isinstance(sub, ast.Attribute) and sub.attr in helpers)):
             return True
         if isinstance(sub, ast.arguments) and {a.arg for a in sub.args + sub.kwonlyargs} & helpers:  # a fixture
             return True

@@ -138,8 +138,8 @@ def run(s: Any, fake: FakeQuark, measure: Any = None) -> tuple[Search, int | Non
 
 def test_the_tolerance_stop_ends_the_loop_early_and_counts_as_the_end_of_the_search(tmp_path: Path) -> None:
     stop = {"at_tolerance": True, "min_trials": 3, "patience": 2, "margin": 0.02}
-    s = fake_settings(tmp_path, two_stage=False, sampler="Random", n_trials=30, tolerance={"value": 0.25,
-                                                                                            "relative": False}, stop=stop)
+    s = fake_settings(tmp_path, two_stage=False, sampler="Random", n_trials=30,
+                      tolerance={"value": 0.25, "relative": False}, stop=stop)
     search, code = run(s, FakeQuark())
     done = search.complete(search.sampler_study)
     assert code is None and 3 <= len(done) < 30

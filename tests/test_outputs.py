@@ -66,7 +66,8 @@ def test_every_quark_config_key_is_explicit(tmp_path: Path) -> None:
 
 
 def test_clamp_case_records_requested_and_effective_budget() -> None:
-    result = compile_spec(REPO / "golden" / "preset_xint8_clamp" / "spec.yaml", target_env(REPO / "golden" / "preset_xint8_clamp"))
+    result = compile_spec(REPO / "golden" / "preset_xint8_clamp" / "spec.yaml",
+                          target_env(REPO / "golden" / "preset_xint8_clamp"))
     b = result.plan.budget
     assert (b.requested_trials, b.effective_trials, b.quark_would_run, b.grid_configs) == (20, 20, 8, 3)
     assert b.models_produced == 23
@@ -74,7 +75,8 @@ def test_clamp_case_records_requested_and_effective_budget() -> None:
 
 
 def test_device_is_written_into_every_finetune_device_field() -> None:
-    result = compile_spec(REPO / "golden" / "override" / "spec.yaml", target_env(REPO / "golden" / "override"))  # rocm:1
+    result = compile_spec(REPO / "golden" / "override" / "spec.yaml",
+                          target_env(REPO / "golden" / "override"))  # rocm:1
     space = result.plan.space
     for group in ("adaround_params", "adaquant_params"):
         assert space[group]["optim_device"] == ["cuda:1"]  # torch names ROCm GPUs cuda

@@ -1,4 +1,5 @@
-"""pyproject.toml's dependencies: `pip install qas-compiler` alone has every package compile checks for, torch pinned."""
+"""pyproject.toml's dependencies: `pip install qas-compiler` alone has every package compile checks for, torch
+pinned."""
 
 from __future__ import annotations
 

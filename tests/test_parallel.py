@@ -218,7 +218,7 @@ output:
   study_name: study
   keep_models: best
   launch: {{kubernetes: {{image: 'qas:1', namespace: ml, workdir: /workspace, python: python3}}, slurm: {{partition: gpu}}}}
-"""
+"""  # noqa: E501
 SECRETS = {"database": "postgresql://optuna:sentinel-password-7f3a@db.example.com/studies",
            "dsn": "host=db.example.com dbname=studies user=optuna password=sentinel-password-7f3a",
            "query": "study?password=sentinel-password-7f3a",

@@ -154,7 +154,8 @@ def error_chain(error: BaseException | None) -> list[str]:
 # What a storage call raises once the server is gone: the runtime treats these as "lost the database". Optuna wraps
 # every SQLAlchemy error of a storage session in StorageInternalError (with a message about invalid data, whatever the
 # cause), so the cause is what tells a lost server from a bad write; building a new RDBStorage is not wrapped.
-LOST_IN_A_CALL = ["optuna.exceptions.StorageInternalError", "sqlalchemy.exc.OperationalError", "psycopg.OperationalError"]
+LOST_IN_A_CALL = ["optuna.exceptions.StorageInternalError", "sqlalchemy.exc.OperationalError",
+                  "psycopg.OperationalError"]
 LOST_IN_A_NEW_STORAGE = ["sqlalchemy.exc.OperationalError", "psycopg.OperationalError"]
 
 

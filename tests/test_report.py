@@ -1,4 +1,5 @@
-"""`qas report`: a real output dir (manifest, SQLite Optuna study, models, best_config.json) in; figures, text and files checked."""
+"""`qas report`: a real output dir (manifest, SQLite Optuna study, models, best_config.json) in; figures, text and
+files checked."""
 
 from __future__ import annotations
 
@@ -418,9 +419,10 @@ def test_grid_study_of_engine_qas(tmp_path: Path) -> None:
     assert "report/param_importances.html" in written
     history = (tmp_path / "report" / "optimization_history.html").read_text(encoding="utf-8")
     # one series a stage, on one x-axis in the order the trials started (the grid stage ran first): not both from 0
-    assert '"name":"grid stage","text":["grid stage, trial 0","grid stage, trial 1"],"x":[0,1],"y":[0.05,0.3]' in history
-    assert ('"name":"sampler stage","text":["sampler stage, trial 0","sampler stage, trial 1","sampler stage, trial 4"],'
-            '"x":[2,3,4],"y":[0.2,0.4,0.2]') in history
+    assert ('"name":"grid stage","text":["grid stage, trial 0","grid stage, trial 1"],'
+            '"x":[0,1],"y":[0.05,0.3]') in history
+    assert ('"name":"sampler stage","text":["sampler stage, trial 0","sampler stage, trial 1",'
+            '"sampler stage, trial 4"],"x":[2,3,4],"y":[0.2,0.4,0.2]') in history
     assert '"name":"best so far (lowest)","x":[0,1,2,3,4],"y":[0.05,0.05,0.05,0.05,0.05]' in history
     assert f" of {STUDY}" not in history
     assert '"tick0":0,"dtick":1}' in history  # whole trial numbers on the x-axis, as in the PNG
@@ -459,7 +461,8 @@ def test_sampler_grid_counts_grid_configs(tmp_path: Path) -> None:
     write_manifest(tmp_path, effective_trials=3, sampler="Grid")
     new_study(tmp_path, "minimize")  # engine qas creates the sampler study too; with Grid it stays empty
     grid = new_study(tmp_path, "minimize", STUDY + "-grid")
-    for i, (value, algorithms, iters) in enumerate([(0.3, "adaquant", 10), (0.1, "adaround", 20), (0.2, "adaquant", 30)]):
+    for i, (value, algorithms, iters) in enumerate([(0.3, "adaquant", 10), (0.1, "adaround", 20),
+                                                    (0.2, "adaquant", 30)]):
         add(tmp_path, grid, "grid", TrialState.COMPLETE, value, algorithms, iters, 1e-3 * (i + 1), 10, grid_index=i)
     report = build_report(tmp_path)
     assert report["budget_reached"] is True and report["trials"]["complete_sampler"] == 0
@@ -599,7 +602,8 @@ def test_a_user_evaluator_is_reported_as_the_difference_from_the_float_score(tmp
     assert [e["score"] for e in report["top5"]] == pytest.approx([0.95 + sign * v for v in (0.02, 0.05, 0.10)])
     text = report_text(report)
     quantized = f"{0.95 + sign * 0.02:.6g}"
-    assert f"float model  top1 0.95 (trial values are the {'drop from' if higher_is_better else 'rise over'} it)" in text
+    assert ("float model  top1 0.95 (trial values are the "
+            f"{'drop from' if higher_is_better else 'rise over'} it)") in text
     assert f"best         trial 1 (sampler stage): top1 {word} 0.02 (top1 {quantized}; the float model's 0.95)" in text
     table = text.split("top 3:\n", 1)[1].splitlines()
     assert table[0].split()[:6] == ["rank", "trial", "stage", "top1", word, "top1"]
@@ -646,7 +650,8 @@ def test_a_multi_objective_run_shows_each_configuration_once_every_history_and_a
     def measured(model: Path) -> dict:  # the meter's record: XInt8 1 ms, Int16 3 ms, every round alike
         ratio = {"XInt8Spec": 1.0, "Int16Spec": 3.0}[json.loads(model.read_text())["activation"]] / FLOAT_MS
         return {"median_ms": ratio * FLOAT_MS, "spread_ms": 0.0, "ratio": ratio, "ratio_range": [ratio, ratio],
-                "provider": "CPUExecutionProvider", "threads": 1, "rounds": 6, "method": "interleaved with the float model"}
+                "provider": "CPUExecutionProvider", "threads": 1, "rounds": 6,
+                "method": "interleaved with the float model"}
 
     two = {"activation": ["XInt8Spec", "Int16Spec"], "cle_algo": ["cle"]}  # two configurations, six trials
     s = fake_settings(tmp_path, objectives=["accuracy", "latency", "size"], tolerance={"value": 0.5, "relative": False},

@@ -193,7 +193,8 @@ def test_write_atomically_takes_bytes_and_subfolders_and_replaces_nothing_on_fai
     assert (tmp_path / "a.txt").read_text() == "text\n" and (tmp_path / "sub/deeper/b.bin").read_bytes() == b"\x89PNG\0"
     (tmp_path / "blocked").write_text("a file where a folder goes")
     found = write_atomically({"a.txt": "new\n", "blocked/c.txt": "c"}, tmp_path)
-    assert [d.code for d in found] == ["QAS803"] and "blocked is a file, but compile writes a folder there" in found[0].message
+    assert ([d.code for d in found] == ["QAS803"]
+            and "blocked is a file, but compile writes a folder there" in found[0].message)
     assert (tmp_path / "a.txt").read_text() == "text\n"  # staged, never put in place
     assert not list(tmp_path.rglob("*.tmp"))
 

@@ -47,7 +47,8 @@ def test_two_stage_runs_every_grid_config_once_then_samples_with_the_grid_winner
     grid = complete(search.grid_study)
     assert sorted(t.user_attrs[contract.ATTR_GRID_INDEX] for t in grid) == list(range(6))
     winner = min(grid, key=lambda t: t.value)
-    assert winner.user_attrs[contract.ATTR_CONFIG] == {"activation": "Int16Spec", "cle_algo": "cle", "OptimizeModel": True}
+    assert winner.user_attrs[contract.ATTR_CONFIG] == {"activation": "Int16Spec", "cle_algo": "cle",
+                                                       "OptimizeModel": True}
     assert search.sampler_study.user_attrs[contract.GRID_WINNER_ATTR] == winner.number
     sampled = complete(search.sampler_study)
     assert len(sampled) == 4
@@ -163,7 +164,8 @@ def test_plots_are_written_for_the_study_that_holds_the_searched_trials(tmp_path
     search, _ = run(settings(tmp_path, plots=True), FakeQuark())
     [path] = write_plots(search)  # one objective: the one history
     assert path == tmp_path / "report" / "optimization_history.html" and "plotly" in path.read_text()[:5000].lower()
-    assert path.stat().st_size < 100_000 and (tmp_path / "report" / "plotly.min.js").is_file()  # plotly.js once, beside it
+    assert (path.stat().st_size < 100_000
+            and (tmp_path / "report" / "plotly.min.js").is_file())  # plotly.js once, beside it
     assert not (tmp_path / "plotly.min.js").exists()  # one copy an output folder: where `qas report` writes its own
     assert "L2" in path.read_text()  # the axis names what the values are
 
@@ -215,7 +217,8 @@ def test_the_whole_package_tests_and_benches_have_no_undefined_or_unused_names()
 
 def test_the_runtime_imports_only_the_standard_library_at_import_time() -> None:
     code = ("import sys, compiler.runtime.launch, compiler.runtime.engine_qas, compiler.runtime.engine_autosearchpro;"
-            "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch') if m in sys.modules))")
+            "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch')"
+            " if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
 
@@ -300,7 +303,8 @@ def test_a_study_left_in_an_earlier_sqlite_file_is_not_silently_started_over(tmp
     (tmp_path / "fake_study.db").write_bytes(b"")
     with pytest.raises(SystemExit):
         Search(settings(tmp_path))
-    assert "holds its study in fake_study.db" in capsys.readouterr().err and not (tmp_path / "fake_study.journal").exists()
+    assert ("holds its study in fake_study.db" in capsys.readouterr().err
+            and not (tmp_path / "fake_study.journal").exists())
 
 
 def test_a_model_changed_since_compile_is_refused_with_the_fix(tmp_path: Path, capsys: Any) -> None:

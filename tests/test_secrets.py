@@ -168,7 +168,8 @@ def test_the_script_status_and_report_never_show_the_password(url: str, compiled
 
 
 def test_compile_messages_never_repeat_a_secret(tmp_path: Path) -> None:
-    """A key that holds a URL, a duplicate such key, and a value with a NUL byte as well: QAS330 says where, never what."""
+    """A key that holds a URL, a duplicate such key, and a value with a NUL byte as well: QAS330 says where, never
+    what."""
     cases = {"key": 'calibration: {reader: r.py:R, args: {"postgresql://u:s3cretWord@h/db": 1}}\n',
              "duplicate": '"postgresql://u:s3cretWord@h/db": 1\n"postgresql://u:s3cretWord@h/db": 2\n',
              "nul": 'output: {dir: "a\\0postgresql://u:s3cretWord@h/db"}\n',

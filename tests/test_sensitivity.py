@@ -35,7 +35,8 @@ def exact(scores: dict[str, float], samples: int = 8) -> dict[str, dict[str, Any
     return {n: {"nodes": [n], "drops": [v] * samples} for n, v in scores.items()}
 
 
-def test_a_candidate_joins_the_first_block_that_matches_one_of_its_nodes_and_unmatched_ones_are_their_own_group() -> None:
+def test_a_candidate_joins_the_first_block_that_matches_one_of_its_nodes_and_unmatched_ones_are_their_own_group(
+) -> None:
     groups = group_nodes({n: [n] for n in SCORES} | {"mm": ["mm", "mm_add"]},
                          {"stem": ["^conv1$", "relu1"], "convs": ["conv"], "late": ["relu"], "adds": ["_add$"]})
     assert groups == {"stem": ["conv1", "relu1"], "convs": ["conv2"], "late": ["relu2"], "fc": ["fc"], "pool": ["pool"],
@@ -64,7 +65,8 @@ def test_one_borderline_sample_does_not_carry_a_score_and_scores_inside_the_nois
     steady = list(0.10 + rng.normal(0, 0.005, 32))  # helps every sample a little
     borderline = [0.0] * 31 + [40.0]  # one sample flips: the mean would be 1.25, far above `steady`
     noisy = list(rng.normal(0, 0.2, 32))  # helps nothing on average
-    groups = rank({"steady": {"nodes": ["steady"], "drops": steady}, "borderline": {"nodes": ["b"], "drops": borderline},
+    groups = rank({"steady": {"nodes": ["steady"], "drops": steady},
+                   "borderline": {"nodes": ["b"], "drops": borderline},
                    "noisy": {"nodes": ["noisy"], "drops": noisy}}, {}, "sum")
     assert groups[0]["name"] == "steady" and groups[0]["above_noise"] and groups[0]["separated"]
     assert robust(borderline) == 0.0
@@ -90,7 +92,8 @@ def _qdq(nodes: list[Any], inits: list[Any], tensor: str, raw: str, out: str, sc
     nodes.append(helper.make_node("QuantizeLinear", [raw, f"{tensor}_scale", f"{tensor}_zero_point"],
                                   [f"{tensor}_QuantizeLinear_Output"], name=f"{tensor}_QuantizeLinear"))
     nodes.append(helper.make_node("DequantizeLinear", [f"{tensor}_QuantizeLinear_Output", f"{tensor}_scale",
-                                                       f"{tensor}_zero_point"], [out], name=f"{tensor}_DequantizeLinear"))
+                                                       f"{tensor}_zero_point"], [out],
+                                  name=f"{tensor}_DequantizeLinear"))
 
 
 def _weight(nodes: list[Any], inits: list[Any], name: str, values: Any, out: str) -> None:
@@ -105,15 +108,18 @@ def _weight(nodes: list[Any], inits: list[Any], name: str, values: Any, out: str
 
 
 def _model(nodes: list[Any], inits: list[Any], inputs: dict[str, list[int]], outputs: dict[str, list[int]]) -> Any:
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()], inits)
+    graph = helper.make_graph(nodes, "g",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+                              inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _run(model: Any, feed: dict[str, Any]) -> list[Any]:
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feed)
+    return onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"]).run(None, feed)
 
 
 RNG = np.random.default_rng(0)
@@ -132,7 +138,8 @@ def two_output_models() -> tuple[Any, Any]:
          helper.make_node("MatMul", ["r", "mm.w"], ["m"], name="mm"),
          helper.make_node("Add", ["m", "mm.b"], ["y"], name="mm_add"),
          helper.make_node("Sigmoid", ["h"], ["s"], name="gate")],
-        [_init("fc.w", W), _init("fc.b", B), _init("mm.w", M), _init("mm.b", MB)], {"x": [2, 4]}, {"y": [2, 8], "s": [2, 8]})
+        [_init("fc.w", W), _init("fc.b", B), _init("mm.w", M), _init("mm.b", MB)], {"x": [2, 4]},
+        {"y": [2, 8], "s": [2, 8]})
     nodes: list[Any] = []
     inits: list[Any] = []
     _qdq(nodes, inits, "x", "x", "x_DequantizeLinear_Output")
@@ -146,7 +153,8 @@ def two_output_models() -> tuple[Any, Any]:
     _weight(nodes, inits, "mm_weight", M.T, "mm_weight_DequantizeLinear_Output")
     _weight(nodes, inits, "mm.b", MB, "mm.b_DequantizeLinear_Output")
     nodes.append(helper.make_node("Gemm", ["r_DequantizeLinear_Output", "mm_weight_DequantizeLinear_Output",
-                                           "mm.b_DequantizeLinear_Output"], ["y_QuantizeLinear_Input"], name="mm", transB=1))
+                                           "mm.b_DequantizeLinear_Output"], ["y_QuantizeLinear_Input"],
+                                  name="mm", transB=1))
     _qdq(nodes, inits, "y", "y_QuantizeLinear_Input", "y")
     nodes.append(helper.make_node("Sigmoid", ["h_DequantizeLinear_Output"], ["s_QuantizeLinear_Input"], name="gate"))
     _qdq(nodes, inits, "s", "s_QuantizeLinear_Input", "s", scale=0.01)
@@ -269,7 +277,8 @@ def test_if_and_loop_bodies_are_said_to_be_unranked_and_scores_within_noise_are_
                     helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then, else_branch=then)],
                    [_init("zero", 0.0)], {"x": [2, 4]}, {"y": [2, 4]})
     assert unranked_bodies(model) == ["branch"]
-    groups = rank(exact({"conv": 0.5}, 5) | {"relu": {"nodes": ["relu"], "drops": [0.3, -0.3, 0.2, -0.2, 0.0]}}, {}, "sum")
+    groups = rank(exact({"conv": 0.5}, 5) | {"relu": {"nodes": ["relu"], "drops": [0.3, -0.3, 0.2, -0.2, 0.0]}},
+                  {}, "sum")
     data = {"method": "L2", "samples": 5, "baseline_error": 1.0, "groups": groups, "not_ranked": ["branch"],
             "skipped": {}, "cost": {"quantize_s": 1, "inferences": 10, "candidates": 2, "infer_s": 1}}
     data["resolved"] = resolved(groups)
@@ -290,7 +299,8 @@ def test_the_sensitivity_modules_import_only_the_standard_library() -> None:
     modules = [p.stem for p in runtime_files() if p.stem.startswith("sensitivity")]
     assert len(modules) == 7  # the stage, graph, measure, rank, cache, charts, search
     code = (f"import sys; import {', '.join('compiler.runtime.' + m for m in modules)};"
-            "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch') if m in sys.modules))")
+            "print(sorted(m for m in ('optuna', 'quark', 'onnx', 'onnxruntime', 'numpy', 'torch')"
+            " if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
 
@@ -306,11 +316,12 @@ def test_the_weight_nodes_a_quantized_model_still_quantizes_are_found_by_tensors
     onnx.save(float_model, str(tmp_path / "float.onnx"))
     onnx.save(quantized, str(tmp_path / "trial.onnx"))
     warn_if_quantized(tmp_path / "float.onnx", tmp_path / "trial.onnx", ["mm", "mm_add", "relu"])
-    assert "keep_float: Quark quantized the weights of mm though the trial keeps them in float" in capsys.readouterr().err
+    assert ("keep_float: Quark quantized the weights of mm though the trial keeps them in float"
+            in capsys.readouterr().err)
 
 
-def test_a_base_with_cross_layer_equalization_is_measured_without_it_and_says_so(tmp_path: Path,
-                                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_base_with_cross_layer_equalization_is_measured_without_it_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     float_model, quantized = two_output_models()
     onnx.save(float_model, str(tmp_path / "model.onnx"))
     s = fake_settings(tmp_path, sensitivity={"samples": 3, "base": {"activation": "XInt8Spec", "cle_algo": "cle",

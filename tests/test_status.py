@@ -1,4 +1,5 @@
-"""`qas status`'s text from a report: the budget, each worker with what it runs now and for how long, the best so far."""
+"""`qas status`'s text from a report: the budget, each worker with what it runs now and for how long, the best so
+far."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`qas status` and `qas report` tell the truth about a real output folder (the example compiled, its journal written by
 the runtime's Search without amd-quark): a dead worker from a live one, a stop rule from a reached budget, queued
-slots apart from trials run, the best by its objective, a best_config.json not written yet, a study that is not qas's."""
+slots apart from trials run, the best by its objective, a best_config.json not written yet, a study that is not
+qas's."""
 
 from __future__ import annotations
 

@@ -52,7 +52,8 @@ def test_closest_prefers_case_insensitive_matches() -> None:
 
 
 def test_space_arithmetic_on_a_conditional_space() -> None:
-    space = {"a": [1, 2], "g": {"x": [1, 2, 3], "only_if": {"a": 1}}, "h": {"y": {"type": "int", "low": 1, "high": 2}, "only_if": "a"}}
+    space = {"a": [1, 2], "g": {"x": [1, 2, 3], "only_if": {"a": 1}},
+             "h": {"y": {"type": "int", "low": 1, "high": 2}, "only_if": "a"}}
     assert quark_discrete_size(space) == 6  # Quark ignores the condition and the range
     assert has_continuous(space)
     assert count_configs({k: v for k, v in space.items() if k != "h"}) == 4  # a=1: 3, a=2: 1
@@ -61,4 +62,5 @@ def test_space_arithmetic_on_a_conditional_space() -> None:
 def test_with_device_adds_missing_algorithm_groups_after_the_choice() -> None:
     out = with_device({"algorithms": ["adaround", None]}, "cpu")
     assert list(out) == ["algorithms", "adaround_params"]
-    assert out["adaround_params"] == {"optim_device": ["cpu"], "infer_device": ["cpu"], "only_if": {"algorithms": "adaround"}}
+    assert out["adaround_params"] == {"optim_device": ["cpu"], "infer_device": ["cpu"],
+                                      "only_if": {"algorithms": "adaround"}}

@@ -93,7 +93,8 @@ def test_numbers_beyond_2_53_are_refused_anywhere(path: tuple, value: Any) -> No
 
 @pytest.mark.parametrize("path, value, bound", [
     (("search", "seed"), 2**31, "at most 2147483647"), (("search", "n_trials"), 1_000_001, "at most 1000000"),
-    (("search", "max_failures"), 10**7, "at most 1000000"), (("calibration", "preprocess", "resize", 1), 20000, "at most 16384"),
+    (("search", "max_failures"), 10**7, "at most 1000000"),
+    (("calibration", "preprocess", "resize", 1), 20000, "at most 16384"),
     (("calibration", "limit"), 0, "at least 1"),
 ])
 def test_integer_fields_have_sane_maxima(path: tuple, value: int, bound: str) -> None:

@@ -22,8 +22,8 @@ def test_wheel_installs_and_compiles_the_example(tmp_path: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "autosearch_output", "__pycache__",
                                                              "dist", "*.egg-info"))
-    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
-                            str(src)], capture_output=True, text=True)
+    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
+                            "--outdir", str(tmp_path / "dist"), str(src)], capture_output=True, text=True)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("qas_compiler-*.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -43,7 +43,8 @@ def test_wheel_installs_and_compiles_the_example(tmp_path: Path) -> None:
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a checkout on PYTHONPATH would shadow the wheel
+    clean = {k: v for k, v in os.environ.items()
+             if k != "PYTHONPATH"}  # a checkout on PYTHONPATH would shadow the wheel
     where = subprocess.run([str(py), "-c", "import compiler; print(compiler.__file__)"], capture_output=True, text=True,
                            cwd=tmp_path, env=clean)
     assert where.stdout.strip().startswith(str(site)), where.stdout + where.stderr
