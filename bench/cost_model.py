@@ -256,7 +256,8 @@ def run_script(spec: Path) -> dict[str, Any]:
 
 
 def rank(spec: Path) -> dict[str, Any]:
-    """`<script> --sensitivity` on the compiled spec (what keep_float.search runs before its trials): its recorded cost."""
+    """`<script> --sensitivity` on the compiled spec (what keep_float.search runs before its trials): its recorded
+    cost."""
     from ruamel.yaml import YAML
 
     out = spec.parent / "out"

@@ -94,7 +94,8 @@ def search(folder: Path, name: str, trials: int, keep_float: str) -> dict:
     best = json.loads((out / "best_config.json").read_text())
     import optuna
 
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(out / f"{name}_study.journal")))
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(out / f"{name}_study.journal")))
     study = next(s for s in optuna.get_all_study_summaries(storage) if not s.study_name.endswith("-grid"))
     trials_done = [t for t in optuna.load_study(study_name=study.study_name, storage=storage).get_trials()
                    if t.state.name == "COMPLETE" and "reused_from" not in t.user_attrs]
@@ -105,7 +106,8 @@ def search(folder: Path, name: str, trials: int, keep_float: str) -> dict:
     sens = out / "sensitivity.json"
     if sens.is_file():
         data = json.loads(sens.read_text())
-        result["analysis"] = {"cost": data["cost"], "top": [(g["name"], round(g["score"], 5)) for g in data["groups"][:4]],
+        result["analysis"] = {"cost": data["cost"],
+                              "top": [(g["name"], round(g["score"], 5)) for g in data["groups"][:4]],
                               "baseline_error": data["baseline_error"]}
     return result
 

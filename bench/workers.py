@@ -372,7 +372,8 @@ class PgServer:
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            subprocess.run([*self.as_user, str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast", "-w"], capture_output=True, timeout=120)
+            subprocess.run([*self.as_user, str(self.bindir / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast",
+                            "-w"], capture_output=True, timeout=120)
 
 
 def pg_bindir() -> Path | None:
@@ -419,8 +420,9 @@ def print_table(report: dict[str, Any]) -> None:
     s = report["scaling"]
     print(f"\n1. scaling: {s['spec']}; every run completed the same {s['trials_each']} trial(s), same configurations: "
           f"{'yes' if s['same_trials'] else 'NO'}")
-    rows = [("wall time (s)", "wall_s"), ("search phase (s)", "search_s"), ("trials/hour, wall", "trials_per_hour_wall"),
-            ("trials/hour, search", "trials_per_hour_search"), ("CPU s / wall s", "cpu_per_wall"), ("trials per CPU hour", "trials_per_cpu_hour"),
+    rows = [("wall time (s)", "wall_s"), ("search phase (s)", "search_s"),
+            ("trials/hour, wall", "trials_per_hour_wall"), ("trials/hour, search", "trials_per_hour_search"),
+            ("CPU s / wall s", "cpu_per_wall"), ("trials per CPU hour", "trials_per_cpu_hour"),
             ("machine busy (cores)", "machine_busy_cores"), ("others' share (cores)", "others_busy_cores"),
             ("median trial (s)", "median_trial_s"), ("idle between trials (s)", "idle_between_trials_s"),
             ("last trials' end spread (s)", "last_trial_end_spread_s"), ("end after last trial (s)", "tail_s")]
@@ -441,7 +443,8 @@ def print_table(report: dict[str, Any]) -> None:
         for key, value in s["ratio_postgres_vs_journal_1_worker"].items():
             print(f"    {key:<29}{value:>10}")
     st = report["storage"]
-    print(f"\n2. storage cost of one trial (Search.run with an instant fake quantizer, {report['storage_trials']} trials)")
+    print(f"\n2. storage cost of one trial (Search.run with an instant fake quantizer, "
+          f"{report['storage_trials']} trials)")
     for stage, kinds in st.items():
         for kind, v in kinds.items():
             if isinstance(v, dict):
@@ -457,7 +460,8 @@ searches gain less); the search-phase ratio is the speed-up once the workers run
 (onnxruntime's and torch's threads): that share of the gain is taken before a second worker starts. 'machine busy'
 counts every process on the machine (/proc/stat), 'others' share' what was not this run's: cores other work (other
 containers on a shared machine, invisible to ps) took from the workers. 'trials per CPU hour' does not depend on
-the cores the run got: its 2-vs-1 ratio is the work the second worker adds (its start-up, single-threaded trials). A median trial that grows with 2
+the cores the run got: its 2-vs-1 ratio is the work the second worker adds (its start-up, single-threaded trials). \
+A median trial that grows with 2
 workers means the workers slow each other (each pinned to one core, memory bandwidth, caches); idle time between
 trials and a spread of the last trials' ends mean a worker waited (the claim loop, or nothing left to claim while
 the other finishes its last trial). The storage table is the bookkeeping qas adds per trial, quantization aside."""

@@ -1,4 +1,5 @@
-"""Benchmark: hostile specs refused by the loader, side by side with loading a normal spec: no arguments in; a table of medians and ratios out.
+"""Benchmark: hostile specs refused by the loader, side by side with loading a normal spec: no arguments in; a table
+of medians and ratios out.
 
 Cases (compiler/yaml_limits.py sets the limits): the example spec (the baseline, loaded in full),
 billion laughs (9 levels x 9 aliases), 5000 nested `[`, 5000 nested flow mappings, 200 nested

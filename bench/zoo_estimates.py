@@ -3,8 +3,9 @@ other models): zoo model names in (default all); per model and preset, the plan'
 compiled script and the ratio of the range's middle to it out (a table; target within 2x).
 
 Each model is built by tests/zoo.py in a temp folder, its spec written with the zoo's short fine-tuning
-(`ZooModel.write_spec`, 3 trials, one stage, --iterations of AdaRound/AdaQuant), compiled with `python -m compiler compile`, and the script run as a
-subprocess, timed from start to exit. The machine's load average is printed beside each run.
+(`ZooModel.write_spec`, 3 trials, one stage, --iterations of AdaRound/AdaQuant), compiled with
+`python -m compiler compile`, and the script run as a subprocess, timed from start to exit. The machine's load
+average is printed beside each run.
 
   .venv/bin/python bench/zoo_estimates.py [--preset XINT8_SEARCH] [--trials 3] [NAME ...]
 """

@@ -1,9 +1,9 @@
 """Budget facts: a Spec in; the Budget (trials, grid size, models produced, disk estimate) out.
 
 Models produced = stage-1 grid configurations + sampler trials; disk = models on disk x the quantized
-model's size (weights at the widest bit width the space draws, + Q/DQ nodes) plus the output dumps. Quark clamps n_trials to its "discrete space size", which ignores continuous
-ranges (QUARK-FACTS F3); `quark_would_run` records that clamp. Judging the counts is the budget
-pass's job.
+model's size (weights at the widest bit width the space draws, + Q/DQ nodes) plus the output dumps. Quark
+clamps n_trials to its "discrete space size", which ignores continuous ranges (QUARK-FACTS F3);
+`quark_would_run` records that clamp. Judging the counts is the budget pass's job.
 """
 
 from __future__ import annotations

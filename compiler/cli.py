@@ -85,7 +85,8 @@ def _report(result: Result, fmt: Format, extra: list[Diagnostic] | None = None) 
     shown = _display_name(result.spec_file)
     summary = plan_summary(result.plan) if result.plan is not None else None
     if fmt is Format.json:
-        document = {"file": shown, "ok": not has_errors(diagnostics), "diagnostics": to_items(diagnostics, shown), "plan": summary}
+        document = {"file": shown, "ok": not has_errors(diagnostics), "diagnostics": to_items(diagnostics, shown),
+                    "plan": summary}
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return diagnostics
     if diagnostics:
@@ -154,8 +155,9 @@ def _guard(fn):
 def init_command(
     model: Annotated[Path, typer.Argument(help="The float ONNX model to search quantizations of.", metavar="MODEL",
                                          show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The spec file to write; its calibration folder "
-                                                              "(data/calib) and outputs go beside it.")] = Path(SPEC_FILE),
+    output: Annotated[Path, typer.Option("--output", "-o",
+                                         help="The spec file to write; its calibration folder (data/calib) and "
+                                              "outputs go beside it.")] = Path(SPEC_FILE),
     device: Annotated[str, typer.Option("--device", help="cpu, cuda:N or rocm:N: the device the search runs on "
                                                          "(on cpu the fine-tuning is kept short).")] = "cpu",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing spec file.")] = False,
@@ -194,8 +196,9 @@ def init_command(
     spec, calib = shlex.quote(_display_name(outcome.spec)), shlex.quote(_display_name(outcome.calib) + "/")
     typer.echo(f"wrote {spec} for {shlex.quote(_display_name(model))} (device {device})", err=True)
     if outcome.converted is not None:
-        typer.echo(f"converted it from opset {outcome.old_opset} to 13: {shlex.quote(_display_name(outcome.converted))} "
-                   "(per-channel quantization needs opset 13); the spec points at the copy", err=True)
+        typer.echo(f"converted it from opset {outcome.old_opset} to 13: "
+                   f"{shlex.quote(_display_name(outcome.converted))} (per-channel quantization needs opset 13); "
+                   "the spec points at the copy", err=True)
     elif outcome.old_opset is not None:
         typer.echo(f"note: the model is opset {outcome.old_opset}; per-channel quantization (the presets' weight "
                    "scales) needs opset 13, so convert it: `qas init --convert-opset` again with --force, or\n  "
@@ -232,8 +235,10 @@ def init_command(
 @_guard
 def compile_command(
     spec: SpecArg,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 with a diff if the files on disk differ.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited script or files qas did not write.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 with a diff if the files on disk "
+                                                        "differ.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited script or files qas did not "
+                                                        "write.")] = False,
     fmt: FormatOpt = Format.text,
     python: PythonOpt = None,
     target_env: TargetEnvOpt = None,
@@ -422,7 +427,8 @@ def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
         sys.stdout.write(diff)
         typer.echo(f"qas: error: {_display_name(result.out_dir)} is out of date with {_display_name(spec)} "
                    f"(or was compiled for another interpreter)\n  hint: run "
-                   f"`{_command('qas', 'compile', _display_name(spec))}`, or `{_command('qas', 'run', _display_name(spec))}`",
+                   f"`{_command('qas', 'compile', _display_name(spec))}`, "
+                   f"or `{_command('qas', 'run', _display_name(spec))}`",
                    err=True)
         raise typer.Exit(EXIT_SPEC)
 
@@ -431,7 +437,8 @@ def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
 @_guard
 def sensitivity_command(
     spec: SpecArg,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited script or files qas did not write.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a hand-edited script or files qas did not "
+                                                        "write.")] = False,
     python: PythonOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Groups to print, most sensitive first.")] = 10,
 ) -> None:
@@ -678,7 +685,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version.")] = False,
 ) -> None:
     """qas: declarative quantization search for ONNX models with AMD Quark."""
 

@@ -24,9 +24,10 @@ NAME_LIMIT = 63  # a Kubernetes label value, and the Job's name (its pods' hostn
 # Folders of the image a claim mounted at workdir would hide (the root, the system's and its programs' folders) ...
 SYSTEM_FOLDERS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
                             "/opt", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var", "/usr/bin",
-                            "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/local", "/usr/sbin",
-                            "/usr/share", "/usr/local/bin", "/usr/local/lib", "/usr/local/lib64", "/usr/local/sbin",
-                            "/usr/local/share", "/var/cache", "/var/lib", "/var/log", "/var/run", "/opt/conda"})
+                            "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/local",
+                            "/usr/sbin", "/usr/share", "/usr/local/bin", "/usr/local/lib", "/usr/local/lib64",
+                            "/usr/local/sbin", "/usr/local/share", "/var/cache", "/var/lib", "/var/log", "/var/run",
+                            "/opt/conda"})
 # ... and the folders no workspace belongs in at any depth (the kernel's, the system's configuration and programs).
 SYSTEM_TREES = ("/bin/", "/boot/", "/dev/", "/etc/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/proc/", "/run/",
                 "/sbin/", "/sys/")
@@ -121,7 +122,8 @@ def _slurm(spec: Spec, s: SlurmSpec, script: str) -> dict[str, Any]:
 
 
 def launch_plan(spec: Spec, output_dir: str, script: str) -> dict[str, dict[str, Any]]:
-    """The launch files the spec asks for, keyed kubernetes / slurm, each with its file name and every value it prints."""
+    """The launch files the spec asks for, keyed kubernetes / slurm, each with its file name and every value it
+    prints."""
     out: dict[str, dict[str, Any]] = {}
     if spec.output.launch.kubernetes is not None:
         out["kubernetes"] = _kubernetes(spec, spec.output.launch.kubernetes, output_dir, script)

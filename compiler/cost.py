@@ -143,7 +143,8 @@ def finetune_s(w: Workload, algorithm: str, iterations: int, data_size: int, c: 
     forward = per_sample(c["evaluation_s_per_sample"], w)
     collect = w.layers * (layer["fixed"] + min(data_size, w.calibration) * forward * layer["per_forward"])
     step = (w.layers * k["s_per_layer_iteration"]
-            + batch * w.model_mb * (k["s_per_mb_sample_iteration"] + k["s_per_mb_melem_sample_iteration"] * w.input_melems))
+            + batch * w.model_mb * (k["s_per_mb_sample_iteration"]
+                                    + k["s_per_mb_melem_sample_iteration"] * w.input_melems))
     return (collect + iterations * step) * c["run_factor"]["finetune"] / (c["gpu_speedup"]["finetune"] if w.gpu else 1)
 
 
@@ -165,7 +166,8 @@ def distinct_draws(trials: int, distinct: float) -> float:
 
 
 def parallelism(workers: int, trials: int, c: dict[str, Any] | None = None) -> float:
-    """Trials run at once by `workers` processes on one machine (bench/workers.py: the second worker adds a fraction)."""
+    """Trials run at once by `workers` processes on one machine (bench/workers.py: the second worker adds a
+    fraction)."""
     c = c or constants()
     n = max(1, min(workers, trials))
     return 1 + (n - 1) * c["workers"]["efficiency"]

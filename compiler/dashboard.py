@@ -91,7 +91,8 @@ def open_study(out_dir: Path) -> tuple[Any, dict[str, Any]] | str:
     except ReadOnlyError as exc:
         return f"cannot open {where} read-only: {exc}"
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy's, psycopg's or Optuna's: a storage that cannot be read
-        return f"cannot read the study storage {where}: {type(exc).__name__}: {first_line(getattr(exc, 'orig', None) or exc)}"
+        return (f"cannot read the study storage {where}: {type(exc).__name__}: "
+                f"{first_line(getattr(exc, 'orig', None) or exc)}")
     if names[0] not in held:
         found = ", ".join(repr(n) for n in held) or "no studies"
         return f"no study {names[0]!r} in {where} (it holds {found}); has the search run?\n  hint: qas run {out_dir}"

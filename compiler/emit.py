@@ -21,7 +21,8 @@ OUTPUT_HINT = "choose another output.dir, or move what is in the way"
 TEMP_HINT = "choose another output.temp_dir, or move what is in the way"
 # `qas run` appends the outcome of a run to run_manifest.yaml after this line; compile compares and keeps
 # the manifest without it, so a run's record survives recompiling an unchanged spec.
-RUN_MARKER = "# qas run: the outcome of the last `qas run`; `qas compile` keeps it while the lines above are unchanged.\n"
+RUN_MARKER = ("# qas run: the outcome of the last `qas run`; `qas compile` keeps it while the lines above are "
+              "unchanged.\n")
 
 
 def split_run_block(text: str) -> tuple[str, str]:

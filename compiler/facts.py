@@ -82,7 +82,8 @@ class Facts:
     study_name: str  # output.study_name or name; engines with space_in_study_name add the space hash
     study_file: str  # file name inside the output dir (storage url: the base name of the local lock files)
     workers: int  # worker processes on this machine (search.workers)
-    storage: dict[str, Any]  # Settings.storage: {"kind": "journal" | "sqlite"} | {"kind": "url", "env", "artifacts", ...}
+    # Settings.storage: {"kind": "journal" | "sqlite"} | {"kind": "url", "env", "artifacts", ...}
+    storage: dict[str, Any]
     script_file: str  # file name inside the output dir
     model: Path  # absolute, like every path here
     external_data: Path | None  # the model's sibling external-data file, when there is one
@@ -165,7 +166,8 @@ def derive(spec: Spec) -> Facts:
         budget=count_budget(spec),
         analysis=model_facts,
         samples=sample_counts(spec),
-        sensitivity=sensitivity_settings(spec, space) if record.sensitivity and spec.keep_float.uses_sensitivity else None,
+        sensitivity=(sensitivity_settings(spec, space)
+                     if record.sensitivity and spec.keep_float.uses_sensitivity else None),
         objectives=objectives(spec),
         tolerance=tolerance(spec),
         stop=stop(spec),

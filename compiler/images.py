@@ -64,8 +64,10 @@ def resolved(preprocess: PreprocessSpec) -> dict[str, Any]:
         "letterbox": preprocess.letterbox,  # the padding pixel value (aspect ratio kept), or None (stretched)
         "color": preprocess.color,
         "scale": (float(preprocess.scale) if preprocess.scale is not None else DEFAULT_SCALE) if floating else None,
-        "mean": ([float(v) for v in preprocess.mean] if preprocess.mean is not None else [0.0] * c) if floating else None,
-        "std": ([float(v) for v in preprocess.std] if preprocess.std is not None else [1.0] * c) if floating else None,
+        "mean": (([float(v) for v in preprocess.mean] if preprocess.mean is not None else [0.0] * c)
+                 if floating else None),
+        "std": (([float(v) for v in preprocess.std] if preprocess.std is not None else [1.0] * c)
+                if floating else None),
         "layout": preprocess.layout,
         "dtype": preprocess.dtype,
     }

@@ -110,7 +110,8 @@ def analyze_model(path: Path) -> dict[str, Any]:
         "inputs": inputs,
         "outputs": outputs,
         "dynamic_dims": dynamic,
-        "nodes": [{"name": n.name, "op_type": n.op_type} for n in model.graph.node],  # main graph: what keep_float names
+        # main graph: what keep_float names
+        "nodes": [{"name": n.name, "op_type": n.op_type} for n in model.graph.node],
         "op_counts": dict(sorted(ops.items())),
         "quantizable_op_counts": dict(sorted((k, v) for k, v in ops.items() if k in QUANTIZABLE_OPS)),
         "external_data": external,
@@ -130,11 +131,12 @@ def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
     outside = [e["location"] for e in analysis["external_data"] if outside_folder(e["location"])]
     if outside:
         found.append({"severity": "error", "code": "QAS716",
-                      "message": f"external data {', '.join(repr(o) for o in outside)} lies outside the model's folder; "
-                                 "onnxruntime and Quark would read whatever file that names as weights",
+                      "message": f"external data {', '.join(repr(o) for o in outside)} lies outside the model's "
+                                 "folder; onnxruntime and Quark would read whatever file that names as weights",
                       "hint": "keep external data beside the model and save it with a relative location: "
                               "onnx.save(model, path, save_as_external_data=True, location='<model>.onnx_data')"})
-    missing = [e["location"] for e in analysis["external_data"] if not e["exists"] and not outside_folder(e["location"])]
+    missing = [e["location"] for e in analysis["external_data"]
+               if not e["exists"] and not outside_folder(e["location"])]
     if missing:
         found.append({"severity": "error", "code": "QAS703",
                       "message": f"external data {', '.join(repr(m) for m in missing)} is referenced but missing",
@@ -142,7 +144,8 @@ def risks(analysis: dict[str, Any]) -> list[dict[str, str]]:
     opset = analysis["opsets"].get("ai.onnx")
     if opset is not None and opset < 13:
         found.append({"severity": "warning", "code": "QAS705",
-                      "message": f"default-domain opset {opset} is below 13; Quark's per-channel and QDQ passes expect 13+",
+                      "message": f"default-domain opset {opset} is below 13; Quark's per-channel and QDQ passes "
+                                 "expect 13+",
                       "hint": "convert it first, e.g. onnx.version_converter.convert_version(model, 17)"})
     return found
 
@@ -196,8 +199,8 @@ def read_checked(path: Path, shown: str, read: Callable[[Path], dict[str, Any]] 
                        "message": f"{shown} is not a readable ONNX model (protobuf cannot parse it as a ModelProto)",
                        "hint": "check that the path names the .onnx file itself and that it is not truncated"}]
     except OSError as exc:
-        return None, [{"severity": "error", "code": "QAS701", "message": f"{shown} cannot be read: {exc.strerror or exc}",
-                       "hint": None}]
+        return None, [{"severity": "error", "code": "QAS701",
+                       "message": f"{shown} cannot be read: {exc.strerror or exc}", "hint": None}]
     return facts, facts["risks"]
 
 

@@ -192,7 +192,8 @@ class Spec:
 
 
 def _preprocess(data: dict[str, Any], path: YamlPath) -> PreprocessSpec:
-    optional = {k: tuple(data[k]) if isinstance(data[k], list) else data[k] for k in ("scale", "mean", "std") if k in data}
+    optional = {k: tuple(data[k]) if isinstance(data[k], list) else data[k]
+                for k in ("scale", "mean", "std") if k in data}
     letterbox = data["letterbox"].get("pad", DEFAULT_LETTERBOX_PAD) if "letterbox" in data else None
     return PreprocessSpec(path=path, resize=(data["resize"][0], data["resize"][1]), layout=data.get("layout", "NCHW"),
                           color=data.get("color", "RGB"), dtype=data.get("dtype", "float32"), letterbox=letterbox,

@@ -50,7 +50,8 @@ def _locate(doc: source.Document, found: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(out, key=sort_key)
 
 
-def analyze(spec_file: Path, env: Environment | None = None) -> tuple[Result, source.Document | None, model.Spec | None]:
+def analyze(spec_file: Path,
+            env: Environment | None = None) -> tuple[Result, source.Document | None, model.Spec | None]:
     """Run every checking stage against `env` (default: this interpreter, probed); the Spec (and
     `result.facts`) only when clean."""
     spec_file = Path(os.path.abspath(spec_file))

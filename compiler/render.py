@@ -142,7 +142,8 @@ def launch_files(plan: Plan, header: str) -> dict[str, str]:
         out[k8s["file"]] = header + "\n" + env.get_template("k8s_job.yaml.j2").render(plan=plan, k=k8s)
     if "slurm" in plan.launch:
         slurm = plan.launch["slurm"]
-        out[slurm["file"]] = "#!/bin/bash\n" + header + "\n" + env.get_template("slurm.sh.j2").render(plan=plan, s=slurm)
+        out[slurm["file"]] = ("#!/bin/bash\n" + header + "\n"
+                              + env.get_template("slurm.sh.j2").render(plan=plan, s=slurm))
     return out
 
 
@@ -150,7 +151,8 @@ def runtime_copies() -> dict[str, str]:
     """The runtime package's modules, each headed with the qas version and its own sha256, keyed by output path."""
     copies = {}
     for path in runtime_files():
-        header = f"{HEADER_PREFIX}{__version__}: the search runtime (compiler/runtime/{path.name}), copied verbatim. Do not edit."
+        header = (f"{HEADER_PREFIX}{__version__}: the search runtime (compiler/runtime/{path.name}), "
+                  "copied verbatim. Do not edit.")
         copies[f"{RUNTIME_PACKAGE}/{path.name}"] = with_hash_header(header, path.read_text(encoding="utf-8"))
     return copies
 
@@ -168,7 +170,8 @@ def render(plan: Plan) -> dict[str, str]:
     grid_only = plan.sampler == "Grid" or (plan.two_stage and "algorithms" not in plan.space)
     manifest = header + "\n" + env.get_template("run_manifest.yaml.j2").render(
         plan=plan, engine=engine, distinct_configs=distinct, winner_pattern=engine.winner_pattern(grid_only),
-        runtime_package=RUNTIME_PACKAGE, c=contract, search_outputs=search_outputs(plan, engine.winner_pattern(grid_only)),
+        runtime_package=RUNTIME_PACKAGE, c=contract,
+        search_outputs=search_outputs(plan, engine.winner_pattern(grid_only)),
         study_storage=study_storage(plan), study_reason=STUDY_REASONS[plan.storage["kind"]])
     plan_json = json.dumps({"generated_by": "qas", **plan.to_json()}, indent=2, ensure_ascii=True)
     quant_plan = env.get_template("quant_plan.json.j2").render(plan_json=plan_json)

@@ -1,4 +1,5 @@
-"""Facts resolved from a Spec alone: a Spec in; paths, the merged space, two-stage, device, direction, engine and defaults out.
+"""Facts resolved from a Spec alone: a Spec in; paths, the merged space, two-stage, device, direction, engine and
+defaults out.
 
 Pure functions, shared by the passes (which judge them) and by `facts.derive` (which records them
 once for lowering); nothing here reports a diagnostic.
@@ -130,7 +131,8 @@ def storage_kind(spec: Spec) -> str:
 
 
 def heartbeat_and_grace(spec: Spec) -> tuple[float, float]:
-    """Storage url: (heartbeat interval, grace period) in seconds, the contract's defaults where the spec writes none."""
+    """Storage url: (heartbeat interval, grace period) in seconds, the contract's defaults where the spec writes
+    none."""
     s = spec.storage
     heartbeat = seconds(s.heartbeat) if s is not None and s.heartbeat is not None else DEFAULT_HEARTBEAT_SECONDS
     grace = seconds(s.grace_period) if s is not None and s.grace_period is not None else DEFAULT_GRACE_SECONDS
@@ -158,7 +160,8 @@ def sample_counts(spec: Spec) -> dict[str, int | None]:
 
 
 def objectives(spec: Spec) -> list[str]:
-    """search.objectives in contract.OBJECTIVES order (a trial's values come in this order); accuracy alone by default."""
+    """search.objectives in contract.OBJECTIVES order (a trial's values come in this order); accuracy alone by
+    default."""
     written = spec.search.objectives or ("accuracy",)
     return [name for name in OBJECTIVES if name in written]
 

@@ -37,7 +37,8 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "storage": {"kind": plan.storage["kind"], "file": plan.study_db, "url_env": plan.storage.get("env"),
                     "artifacts": plan.storage.get("artifacts"), "heartbeat_s": plan.storage.get("heartbeat"),
                     "grace_period_s": plan.storage.get("grace")},
-        "launch": {target: {"file": launch["file"], "workers": launch["workers"]} for target, launch in plan.launch.items()},
+        "launch": {target: {"file": launch["file"], "workers": launch["workers"]}
+                   for target, launch in plan.launch.items()},
         "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.disk_estimate_bytes - b.dump_bytes,
                  "output_dump_bytes": b.dump_bytes, "lower_bound": b.dump_is_lower_bound},
         "time": {"startup_s": round(t.startup_s, 1),
@@ -89,7 +90,8 @@ def _objectives_text(s: dict[str, Any]) -> list[tuple[str, str]]:
         tolerance = s["tolerance"]
         told = ("no tolerance: the most accurate wins" if tolerance is None else
                 f"tolerance {tolerance['value']:.6g}" + (" of the float score" if tolerance["relative"] else "")
-                + "; winner: " + WINNER_TEXT[next((o for o in ("latency", "size") if o in s["objectives"]), "accuracy")])
+                + "; winner: "
+                + WINNER_TEXT[next((o for o in ("latency", "size") if o in s["objectives"]), "accuracy")])
         rows.append(("objectives", f"{', '.join(s['objectives'])}; {told}"))
     if "stop" in s:
         stop, parts = s["stop"], []
@@ -173,7 +175,8 @@ def _storage_text(storage: dict[str, Any]) -> str:
     if storage["kind"] == "sqlite":
         return f"{storage['file']} (SQLite: one process)"
     artifacts = storage["artifacts"] or "each worker's output folder"
-    return (f"PostgreSQL from ${storage['url_env']}, artifacts {artifacts} (heartbeat {duration(storage['heartbeat_s'])}, "
+    return (f"PostgreSQL from ${storage['url_env']}, artifacts {artifacts} "
+            f"(heartbeat {duration(storage['heartbeat_s'])}, "
             f"grace {duration(storage['grace_period_s'])})")
 
 

@@ -1,4 +1,5 @@
-"""Resource limits on a spec's YAML: a byte count or the spec's text in; None, or the first limit it breaks as a located Diagnostic, out.
+"""Resource limits on a spec's YAML: a byte count or the spec's text in; None, or the first limit it breaks as a
+located Diagnostic, out.
 
 A real spec is a few KB, under 300 nodes and about 6 levels deep. Beyond that the loader is the
 attack surface: ruamel's composer and constructor recurse once per nesting level (5000 nested
@@ -40,7 +41,8 @@ SELF_HINT = "an alias may only name a node that ends before the alias"
 
 
 def check_size(size: int, *, exact: bool = True) -> Diagnostic | None:
-    """The spec file's size in bytes in (exact=False: only the bytes read so far); a QAS104 at 1:1 when over MAX_BYTES, else None."""
+    """The spec file's size in bytes in (exact=False: only the bytes read so far); a QAS104 at 1:1 when over
+    MAX_BYTES, else None."""
     if size <= MAX_BYTES:
         return None
     found = f"{size} bytes" if exact else "longer than that"
@@ -88,7 +90,8 @@ class _Open:
 
 
 def check_structure(text: str) -> Diagnostic | None:
-    """YAML text in; the first node that nests deeper than MAX_DEPTH or takes the expanded node count over MAX_NODES, located, or None.
+    """YAML text in; the first node that nests deeper than MAX_DEPTH or takes the expanded node count over MAX_NODES,
+    located, or None.
 
     Syntax errors propagate as ruamel's MarkedYAMLError (the loader reports them as it always did);
     an undefined alias is left to ruamel's composer to report.

@@ -1,4 +1,5 @@
-"""The compile passes, in the order they run: a target Environment in, `(name, check(Spec) -> Iterator[Diagnostic])` pairs out."""
+"""The compile passes, in the order they run: a target Environment in, `(name, check(Spec) -> Iterator[Diagnostic])`
+pairs out."""
 
 from __future__ import annotations
 

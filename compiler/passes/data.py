@@ -56,7 +56,8 @@ def _check_folder(spec: Spec, reader: ReaderSpec, inputs: list[dict[str, Any]]) 
             continue
         if None in headers and len(inputs) != 1:
             yield diag("QAS707", f"sample {label!r} is a .npy file, but the model has {len(inputs)} inputs "
-                                 f"({', '.join(names)})", at, hint="save multi-input samples as .npz keyed by input name")
+                                 f"({', '.join(names)})", at,
+                       hint="save multi-input samples as .npz keyed by input name")
             continue
         for model_input in inputs:
             key = None if None in headers else model_input["name"]

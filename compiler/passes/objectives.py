@@ -2,10 +2,10 @@
 
 QAS350: a tolerance the metric cannot take (a percentage needs a float score: a user evaluator's, or top1/top5's
 accuracy; psnr has no finite float reference); QAS351: several objectives with a sampler or a stage that takes one
-(CmaEs, Grid, two-stage grid selection); QAS352: objectives without accuracy; QAS353: stop.at_tolerance without a tolerance; QAS354
-(warning): latency measured by several workers sharing a machine; QAS355 (warning): stop.min_trials above the
-budget. The engine's support (QAS326) is the parallel pass's; a latency device without its execution provider is
-the environment pass's (QAS603), which runs first; a timeout that is no duration is the schema's (QAS205).
+(CmaEs, Grid, two-stage grid selection); QAS352: objectives without accuracy; QAS353: stop.at_tolerance without a
+tolerance; QAS354 (warning): latency measured by several workers sharing a machine; QAS355 (warning): stop.min_trials
+above the budget. The engine's support (QAS326) is the parallel pass's; a latency device without its execution
+provider is the environment pass's (QAS603), which runs first; a timeout that is no duration is the schema's (QAS205).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     from_preset = where == (*spec.search.path, "preset")
     yield diag("QAS717", f"weight_params.quant_granularity can draw Channel (per-channel weights), but the model's "
                          f"opset is {opset}: Quark needs opset {MIN_OPSET} for per-channel QDQ and fails every trial "
-                         "that draws it" + (f" (Channel comes from preset {spec.search.preset})" if from_preset else ""),
+                         "that draws it"
+                         + (f" (Channel comes from preset {spec.search.preset})" if from_preset else ""),
                where, hint=_hint(spec, choices))
 
 

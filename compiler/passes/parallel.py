@@ -121,8 +121,8 @@ def _target(spec: Spec, target: KubernetesSpec | SlurmSpec) -> Iterator[Diagnost
     at = (*target.path, "gpus")
     index = device_index(spec.device)
     if index is None:
-        yield diag("QAS333", f"gpus is set, but the device is {spec.device}: the workers would hold GPUs they never use",
-                   at, hint="remove gpus, or set device to cuda:0 or rocm:0")
+        yield diag("QAS333", f"gpus is set, but the device is {spec.device}: the workers would hold GPUs they "
+                             "never use", at, hint="remove gpus, or set device to cuda:0 or rocm:0")
     elif target.gpus <= index:
         yield diag("QAS333", f"device {spec.device} needs at least {index + 1} GPUs per worker, gpus is {target.gpus}",
                    at, hint=f"set gpus to {index + 1}, or use device {spec.device.split(':')[0]}:0 (each worker "

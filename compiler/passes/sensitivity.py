@@ -98,14 +98,15 @@ def _base(spec: Spec, base: dict[str, Any]) -> Iterator[Diagnostic]:
     for key, value in base.items():
         choices = space.get(key)
         if choices is None:
-            yield diag("QAS343", f"the base configuration sets {key!r}, which the search space does not have", (*at, key),
-                       hint=f"use keys of the space: {', '.join(repr(k) for k in space)}")
+            yield diag("QAS343", f"the base configuration sets {key!r}, which the search space does not have",
+                       (*at, key), hint=f"use keys of the space: {', '.join(repr(k) for k in space)}")
         elif isinstance(choices, dict) and isinstance(value, dict):
             for sub, v in value.items():
                 inner = choices.get(sub)
                 if sub == "only_if" or inner is None:
                     yield diag("QAS343", f"the base configuration sets {key}.{sub}, which the space's group does not "
-                                         "have", (*at, key, sub), hint=f"use one of: {', '.join(k for k in choices if k != 'only_if')}")
+                                         "have", (*at, key, sub),
+                               hint=f"use one of: {', '.join(k for k in choices if k != 'only_if')}")
                 elif isinstance(inner, list) and v not in inner:
                     yield diag("QAS343", f"the base configuration's {key}.{sub} is {v!r}, not one of the space's "
                                          f"choices {inner!r}", (*at, key, sub), hint="take one of the choices")
@@ -113,5 +114,6 @@ def _base(spec: Spec, base: dict[str, Any]) -> Iterator[Diagnostic]:
             yield diag("QAS343", f"the base configuration's {key} is {value!r}, not one of the space's choices "
                                  f"{choices!r}", (*at, key), hint="take one of the choices")
         elif isinstance(choices, dict) != isinstance(value, dict):
-            yield diag("QAS343", f"the base configuration's {key} must be {'a mapping' if isinstance(choices, dict) else 'a value'}",
+            yield diag("QAS343", f"the base configuration's {key} must be "
+                                 f"{'a mapping' if isinstance(choices, dict) else 'a value'}",
                        (*at, key), hint="write it as the space does")

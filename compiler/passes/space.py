@@ -70,7 +70,8 @@ class Locator:
     def __call__(self, *keys: str | int) -> YamlPath:
         node: Any = self.written
         for k in keys:
-            if (isinstance(node, dict) and k in node) or (isinstance(node, list) and isinstance(k, int) and k < len(node)):
+            if ((isinstance(node, dict) and k in node)
+                    or (isinstance(node, list) and isinstance(k, int) and k < len(node))):
                 node = node[k]
             else:
                 # not written by the user at this depth: point at the deepest part they wrote
@@ -121,7 +122,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
 
 
 def _group_of(key: str, groups: Any) -> str | None:
-    """'num_iterations' is a parameter of adaround_params or adaquant_params: a hint naming the groups a key belongs in."""
+    """'num_iterations' is a parameter of adaround_params or adaquant_params: a hint naming the groups a key belongs
+    in."""
     owners = [g for g in groups if key in group_params(g)]
     if not owners:
         return None
@@ -129,7 +131,8 @@ def _group_of(key: str, groups: Any) -> str | None:
     return f"{key!r} is a parameter of {' or '.join(owners)}: write it inside {where}"
 
 
-def _check_choices(key: str, values: list[Any], at: Locator, top: bool, group: str | None = None) -> Iterator[Diagnostic]:
+def _check_choices(key: str, values: list[Any], at: Locator, top: bool,
+                   group: str | None = None) -> Iterator[Diagnostic]:
     keys = (group, key) if group else (key,)
     if not values:
         yield diag("QAS321", f"{'.'.join(keys)} has no choices", at(*keys), hint="list at least one value")

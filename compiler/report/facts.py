@@ -292,7 +292,8 @@ def _workers(rows: list[_Row]) -> dict[str, dict[str, int]]:
 
 
 def _sensitivity(out_dir: Path, saved: dict[str, Any] | None) -> dict[str, Any] | None:
-    """sensitivity.json's ranking (its top groups, method and cost) and what the winner kept in float; None without one."""
+    """sensitivity.json's ranking (its top groups, method and cost) and what the winner kept in float; None without
+    one."""
     data = _load_json(out_dir / SENSITIVITY_FILE)
     if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
         return None

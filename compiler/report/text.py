@@ -202,7 +202,8 @@ def report_text(report: dict[str, Any]) -> str:
         rows = [v["top_header"], *v["top"]]
         widths = [max(len(row[i]) for row in rows) for i in range(len(v["top_header"]))]
         lines.append(f"top {len(v['top'])}:")
-        lines += ["  " + "  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+        lines += ["  " + "  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)).rstrip()
+                  for row in rows]
     if v["importances"]:
         width = max(len(k) for k, _ in v["importances"])
         lines += ["importances:"] + [f"  {k:<{width}}  {share}" for k, share in v["importances"]]
@@ -244,7 +245,8 @@ def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
     tolerance = o.get("tolerance")
     if tolerance is not None:
         met = "met" if tolerance.get("met") else "NOT met: no trial is within it"
-        out.append(("tolerance", f"{_num(tolerance['value'])}" + (" of the float score" if tolerance["relative"] else "")
+        out.append(("tolerance", f"{_num(tolerance['value'])}"
+                                 + (" of the float score" if tolerance["relative"] else "")
                                  + f" (bound {_num(tolerance.get('bound'))}; loss {_num(o['loss'])}): {met}"))
     if o.get("runner_up"):
         ru = o["runner_up"]
@@ -294,9 +296,11 @@ def _sensitivity_facts(sens: dict[str, Any] | None) -> list[tuple[str, str]]:
     out = [("sensitivity", f"{measure} on {sens['samples']} samples, base error {_num(sens['baseline_error'])}; "
                            f"most sensitive: {top}; cost {cost.get('quantizations', '?')} quantization "
                            f"({_num(cost.get('quantize_s'))} s) + {cost.get('inferences', '?')} inferences "
-                           f"({_num(cost.get('infer_s'))} s)" + (f"; charts {', '.join(sens['charts'])}" if sens["charts"] else ""))]
+                           f"({_num(cost.get('infer_s'))} s)"
+                           + (f"; charts {', '.join(sens['charts'])}" if sens["charts"] else ""))]
     out += [("sensitivity note", note) for note in sens.get("notes") or []]
     keeps = sens.get("winner_keeps")
     if keeps:
-        out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} (choice {choice_text(keeps.get('choice'))})"))
+        out.append(("kept float", f"{', '.join(keeps.get('groups') or []) or 'nothing'} "
+                                  f"(choice {choice_text(keeps.get('choice'))})"))
     return out

@@ -99,7 +99,8 @@ SAMPLER_CLASSES = {
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider"], "rocm": ["ROCMExecutionProvider"]}
 # distributions whose module is named otherwise
 IMPORT_NAMES = {"amd-quark": "quark", "pillow": "PIL", "google-re2": "re2", "mlflow-skinny": "mlflow"}
-MAX_WORKERS = 256  # search.workers and output.launch.*.workers at most (schemas/spec.schema.json); --worker-index below it
+# search.workers and output.launch.*.workers at most (schemas/spec.schema.json); --worker-index below it
+MAX_WORKERS = 256
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
 DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back
@@ -120,7 +121,8 @@ class Engine:
     keep_models: bool  # prunes models by keep_models
     max_failures: bool  # goes on after a failing trial, up to max_failures (else the first failure ends it)
     trial_timeout: bool  # stops a trial that runs past search.trial_timeout
-    storages: tuple[str, ...]  # storage kinds it can keep its study in ("journal" | "sqlite" | "url"); the first is the default
+    # storage kinds it can keep its study in ("journal" | "sqlite" | "url"); the first is the default
+    storages: tuple[str, ...]
     workers: bool  # runs several worker processes on one study (search.workers > 1, output.launch)
     sensitivity: bool  # ranks nodes by sensitivity and searches how many to keep in float (keep_float.search)
     space_in_study_name: bool  # the study name carries the space hash (a changed space starts a new study)
@@ -142,12 +144,14 @@ class Engine:
 ENGINES = {
     "qas": Engine(
         name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
-        storages=("journal", "url"), workers=True, sensitivity=True, space_in_study_name=True, grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
-        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE, grid_winner=BEST_MODEL_FILE,
-        objectives=True, stop_rules=True, tracking=True),
+        storages=("journal", "url"), workers=True, sensitivity=True, space_in_study_name=True,
+        grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
+        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE,
+        grid_winner=BEST_MODEL_FILE, objectives=True, stop_rules=True, tracking=True),
     "autosearchpro": Engine(
         name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
-        trial_timeout=False, storages=("sqlite",), workers=False, sensitivity=False,  # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)
+        # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)
+        trial_timeout=False, storages=("sqlite",), workers=False, sensitivity=False,
         space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
         writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE, SEARCH_LOG_FILE),
         winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),

@@ -49,7 +49,8 @@ def quark_config(settings: Settings, calib_reader: Any, eval_reader: Any) -> dic
 
 
 def searcher_class(settings: Settings) -> type:
-    """AutoSearchPro with qas's fixes: seeded sampler (F9), records of every model, two-stage that keeps settings (F4)."""
+    """AutoSearchPro with qas's fixes: seeded sampler (F9), records of every model, two-stage that keeps settings
+    (F4)."""
     import optuna
     from quark.onnx.quantization.auto_search import AutoSearchPro
 

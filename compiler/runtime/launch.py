@@ -29,9 +29,11 @@ def parse_args(argv: list[str] | None, settings: Settings) -> Role:
     """The script's arguments in; this process's role out (argparse exits EXIT_USAGE on bad ones)."""
     parser = argparse.ArgumentParser(description="Run (or resume) the quantization search compiled by qas.")
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help=f"show Quark's, onnxruntime's and torch's output here instead of in {contract.SEARCH_LOG_FILE}")
+                        help="show Quark's, onnxruntime's and torch's output here instead of in "
+                             f"{contract.SEARCH_LOG_FILE}")
     parser.add_argument("--workers", type=int, default=settings.workers, metavar="N",
-                        help=f"worker processes on this machine (default {settings.workers}, the spec's search.workers)")
+                        help=f"worker processes on this machine (default {settings.workers}, the spec's "
+                             "search.workers)")
     parser.add_argument("--worker", action="store_true",
                         help="join the study as one more worker (another machine or a cluster task); the storage "
                              "must be shared (storage.url_env) for workers on other machines")

@@ -81,6 +81,7 @@ def _repeat_problem(pattern: str) -> str | None:
 
 
 def _count(digits: str | None) -> int:
-    """A repetition count's digits in; its value, or MAX_REPEAT + 1 for any longer number (int() stops at 4300 digits)."""
+    """A repetition count's digits in; its value, or MAX_REPEAT + 1 for any longer number (int() stops at 4300
+    digits)."""
     digits = (digits or "").lstrip("0")
     return MAX_REPEAT + 1 if len(digits) > len(str(MAX_REPEAT)) else int(digits or 0)

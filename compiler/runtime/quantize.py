@@ -8,7 +8,8 @@ from typing import Any
 
 
 def float_exclusions(model_path: Path, keep_float: dict[str, Any]) -> list[Any]:
-    """keep_float as Quark's QConfig.exclude: node names (op types expanded to their nodes) and (start, end) subgraphs."""
+    """keep_float as Quark's QConfig.exclude: node names (op types expanded to their nodes) and (start, end)
+    subgraphs."""
     import onnx
 
     graph = onnx.load(str(model_path), load_external_data=False).graph
@@ -18,7 +19,8 @@ def float_exclusions(model_path: Path, keep_float: dict[str, Any]) -> list[Any]:
 
 
 def quark_qconfig(config: dict[str, Any], exclusions: list[Any]) -> Any:
-    """A nested config in, Quark's QConfig out: AutoSearchPro._onnx_quantize_model's mapping, with exclusion applied (F7)."""
+    """A nested config in, Quark's QConfig out: AutoSearchPro._onnx_quantize_model's mapping, with exclusion
+    applied (F7)."""
     from quark.onnx import QConfig, QLayerConfig
     from quark.onnx.quantization.auto_search import AutoSearchPro
     from quark.onnx.quantization.auto_search.qconfig_mapping import (

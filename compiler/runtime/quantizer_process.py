@@ -62,7 +62,8 @@ class QuantizerProcess:
             self._at_exit = True
 
     def __call__(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
-        """Quantize in the child; its error raised here (the same exception when it pickles), a kill as QuantizerDied."""
+        """Quantize in the child; its error raised here (the same exception when it pickles), a kill as
+        QuantizerDied."""
         self.start()
         try:
             self._connection.send((config, str(output), exclusions))

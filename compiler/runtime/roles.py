@@ -1,4 +1,5 @@
-"""What one process of a search is: the script's arguments in; a Role (alone, launcher of N workers, or one worker) out."""
+"""What one process of a search is: the script's arguments in; a Role (alone, launcher of N workers, or one worker)
+out."""
 
 from __future__ import annotations
 

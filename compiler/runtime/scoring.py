@@ -1,4 +1,5 @@
-"""Scoring: a quantized model's path in; its objective value out (the user evaluator, or a Quark metric against the float outputs)."""
+"""Scoring: a quantized model's path in; its objective value out (the user evaluator, or a Quark metric against the
+float outputs)."""
 
 from __future__ import annotations
 

@@ -81,7 +81,8 @@ class Search:
             set_aside_earlier_models(storage, settings.here, {settings.study_name, settings.grid_study_name},
                                      earlier_versions(settings.study_name, names, settings.storage_kind))
         # one objective: direction= as ever; several (search.objectives): a multi-objective study
-        directions = {"directions": settings.directions} if settings.multi_objective else {"direction": settings.direction}
+        directions = ({"directions": settings.directions} if settings.multi_objective
+                      else {"direction": settings.direction})
         self.sampler_study = optuna.create_study(study_name=settings.study_name, storage=storage,
                                                  load_if_exists=True, **directions)
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
@@ -294,7 +295,8 @@ class Search:
 
     def shown(self, values: list[float]) -> str:
         units = {"accuracy": "", "latency": " ms", "size": " B"}
-        return ", ".join(f"{name} {v:.6g}{units[name]}" for name, v in zip(self.settings.objectives, values, strict=True))
+        return ", ".join(f"{name} {v:.6g}{units[name]}"
+                         for name, v in zip(self.settings.objectives, values, strict=True))
 
     def prune_models(self) -> None:
         """Delete the models keep_models does not keep: never the current best, nor a model a kept trial reuses.
@@ -358,7 +360,8 @@ class Search:
         key = config_key(config)
         while True:
             trials = [t for t in self.sampler_study.get_trials(deepcopy=False)
-                      if t.user_attrs.get(contract.ATTR_CONFIG) is not None and config_key(t.user_attrs[contract.ATTR_CONFIG]) == key]
+                      if t.user_attrs.get(contract.ATTR_CONFIG) is not None
+                      and config_key(t.user_attrs[contract.ATTR_CONFIG]) == key]
             done = [t for t in trials if t.state.name == "COMPLETE"]
             if done:
                 return done[0]
@@ -369,7 +372,8 @@ class Search:
             self.top_up()  # unless that worker died: then its trial is failed and this one quantizes it
 
     def run(self, grid_configs: list[dict[str, Any]]) -> int | None:
-        """Claim and run slots until the budget is reached (by every worker); EXIT_INTERRUPTED after Ctrl-C, else None."""
+        """Claim and run slots until the budget is reached (by every worker); EXIT_INTERRUPTED after Ctrl-C, else
+        None."""
         lost: list[BaseException] = []  # storage errors in a row
         try:
             while True:

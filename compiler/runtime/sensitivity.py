@@ -104,7 +104,8 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
                     "fixed_exclusions": exclusions, "baseline_error": sum(baseline) / len(baseline), **measured}
         data["aggregate"], data["blocks"] = opts["aggregate"], opts["blocks"]
         data["groups"] = rank(data["candidates"], opts["blocks"], opts["aggregate"])
-        data["nodes"] = {n: g["score"] for g in rank(data["candidates"], {}, opts["aggregate"]) for n in g["candidates"]}
+        data["nodes"] = {n: g["score"] for g in rank(data["candidates"], {}, opts["aggregate"])
+                         for n in g["candidates"]}
         data["resolved"] = resolved(data["groups"])
         data["notes"] = notes(data)
         write_json(path, data)
@@ -136,8 +137,8 @@ def notes(data: dict[str, Any]) -> list[str]:
         out.append(f"not ranked: the bodies of {', '.join(data['not_ranked'])} (If/Loop/Scan subgraphs are neither "
                    f"scored nor kept in float by the ranking)")
     if data.get("unmapped"):
-        out.append(f"not ranked: {', '.join(data['unmapped'])} of the quantized model (they map to no named node of the "
-                   f"float model, so keep_float could not name them)")
+        out.append(f"not ranked: {', '.join(data['unmapped'])} of the quantized model (they map to no named node "
+                   f"of the float model, so keep_float could not name them)")
     if data.get("skipped"):
         out.append(f"not ranked: {', '.join(data['skipped'])} (their bypassed model did not run; see "
                    f"{SENSITIVITY_FILE} 'skipped')")
@@ -145,10 +146,12 @@ def notes(data: dict[str, Any]) -> list[str]:
 
 
 def choice_text(choice: Any) -> str:
-    """A keep_float choice as the spec writes it ({'top_k': 3} -> 'top_k 3', {'coverage': 0.8330} -> 'coverage 0.833')."""
+    """A keep_float choice as the spec writes it ({'top_k': 3} -> 'top_k 3', {'coverage': 0.8330} ->
+    'coverage 0.833')."""
     if not isinstance(choice, dict):
         return str(choice)
-    return ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}" for key, value in choice.items())
+    return ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+                     for key, value in choice.items())
 
 
 def ranking_lines(data: dict[str, Any], top: int) -> list[str]:

@@ -71,7 +71,8 @@ def rank(candidates: dict[str, dict[str, Any]], blocks: dict[str, list[str]], ag
         score = float(_combine(aggregate, scores[rows]))
         spread = _combine(aggregate, replicas[rows].T)  # BOOTSTRAP group scores
         low = float(np.percentile(spread, 5))  # the score in the worst 5 % of resamples
-        groups.append({"name": group, "candidates": members, "nodes": [n for m in members for n in candidates[m]["nodes"]],
+        groups.append({"name": group, "candidates": members,
+                       "nodes": [n for m in members for n in candidates[m]["nodes"]],
                        "score": score, "noise": max(score - low, 0.0), "above_noise": low > 0, "_spread": spread})
     groups.sort(key=lambda g: (not g["above_noise"], -g["score"], g["name"]))
     for here, after in zip(groups, [*groups[1:], None], strict=True):

@@ -21,7 +21,8 @@ class Settings:
     torch_device: str  # what torch calls it (rocm:N is cuda:N in a ROCm build)
     model: str
     model_sha256: dict[str, str]  # the model file and its external data, by name in the model's folder -> sha256
-    calibration: dict[str, Any]  # {"folder", "limit"} | {"images", "limit", "input", "preprocess"} | {"file", "class", "args"}
+    # {"folder", "limit"} | {"images", "limit", "input", "preprocess"} | {"file", "class", "args"}
+    calibration: dict[str, Any]
     eval_data: dict[str, Any] | None  # the same kinds; None: the calibration samples are the evaluation samples
     metric: str | None  # a Quark metric against the float outputs, or None with a user evaluator
     evaluator: dict[str, Any] | None  # {"file", "function", "higher_is_better"}
@@ -42,7 +43,8 @@ class Settings:
     keep_models: str = "all"  # all | best | top-K
     trial_timeout: float | None = None  # seconds a trial may run before it is stopped and failed
     keep_float: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "op_types": [], "subgraphs": []})
-    workers: int = 1  # worker processes `python <script>` starts on this machine (search.workers; --workers N overrides)
+    # worker processes `python <script>` starts on this machine (search.workers; --workers N overrides)
+    workers: int = 1
     # where the study lives: {"kind": "journal"} (study_db is <name>_study.journal, Optuna's JournalFileBackend: several
     # processes on one machine) | {"kind": "sqlite"} (study_db is <name>_study.db; engine autosearchpro, one process) |
     # {"kind": "url", "env": "QAS_STORAGE_URL", "artifacts": "/shared/dir" or None, "heartbeat": 10.0, "grace": 60.0}
@@ -65,7 +67,8 @@ class Settings:
     # metric top1/top5: each evaluation sample's class index, {"array": name in every .npz sample} | {"file": a .npy
     # or .json list, relative to the output folder, one entry a sample}; None for every other metric
     labels: dict[str, Any] | None = None
-    # output.mlflow: {"env": the variable holding the tracking URI (never the URI), "experiment": name}; None: no tracking
+    # output.mlflow: {"env": the variable holding the tracking URI (never the URI), "experiment": name}; None: no
+    # tracking
     mlflow: dict[str, str] | None = None
 
     @property

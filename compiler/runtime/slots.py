@@ -76,7 +76,8 @@ class Slots:
     def _sampler_in_hand(self, mine: Any) -> int:
         """Sampler trials complete or running, `mine` (a trial) left out."""
         return sum(1 for t in self.sampler_study.get_trials(deepcopy=False)
-                   if t.state.name == "COMPLETE" or (t.state.name == "RUNNING" and t.number != getattr(mine, "number", None)))
+                   if t.state.name == "COMPLETE"
+                   or (t.state.name == "RUNNING" and t.number != getattr(mine, "number", None)))
 
     def surplus(self, trial: Any) -> bool:
         """A sampler slot just claimed that the budget no longer needs (the others complete or in hand): failed as
@@ -151,7 +152,8 @@ class Slots:
                 if t._trial_id in stale:
                     reason = f"its worker {worker} stopped sending heartbeats (killed, or its machine stopped)"
                 elif worker is None or worker_is_dead(worker):
-                    reason = f"its worker {worker or '(unknown)'} ended without finishing it (killed, or the machine stopped)"
+                    reason = (f"its worker {worker or '(unknown)'} ended without finishing it (killed, or the machine "
+                              "stopped)")
                 else:
                     continue
                 count += self._retire(study, t, reason)

@@ -1,4 +1,5 @@
-"""Quark's search-space grammar at run time: a space (and a trial or a grid winner) in; configurations and stage spaces out.
+"""Quark's search-space grammar at run time: a space (and a trial or a grid winner) in; configurations and stage
+spaces out.
 
 Shared by both engines, so they draw the same configurations for the same space, seed and budget.
 """

@@ -83,7 +83,8 @@ PARENT_GONE_SIGNAL = signal.SIGHUP  # the parent-death signal of a script starte
 
 def end_with_launcher() -> None:
     """Started by `qas run` or a launcher (contract.PARENT_PID_ENV): stop cleanly (the trial in hand marked
-    interrupted) when that parent ends, however it ends. The variable is not passed on to this process's own children."""
+    interrupted) when that parent ends, however it ends. The variable is not passed on to this process's own
+    children."""
     value = os.environ.pop(contract.PARENT_PID_ENV, "")
     if value.isdigit():
         signal.signal(PARENT_GONE_SIGNAL, lambda _signum, frame: _parent_gone(int(value), frame))

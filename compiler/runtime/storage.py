@@ -273,7 +273,8 @@ def wait_between_polls() -> None:
 
 def is_storage_error(error: BaseException) -> bool:
     """The storage (a database, over the network) failed to answer, as opposed to a trial or a bug. Optuna wraps
-    every SQLAlchemy error in StorageInternalError, so the cause decides: a connection that failed (OperationalError)."""
+    every SQLAlchemy error in StorageInternalError, so the cause decides: a connection that failed
+    (OperationalError)."""
     try:
         from sqlalchemy.exc import OperationalError
     except ImportError:
