@@ -20,7 +20,7 @@ Per model, in a temp workspace:
   3. `<script> --sensitivity` (the ranking a keep_float.search runs first): its quantization and inference time;
      and the mean size of the quantized models the real run wrote (the disk estimate's size per model).
 Then the constants are fitted from all models (least squares of the relative error, see fit()) and the
-estimate (compiler/cost.py) of each part of each real run is set against what it took: the ratio
+estimate (compiler/back/cost.py) of each part of each real run is set against what it took: the ratio
 estimate/actual, target within 2x.
 The ratios are printed twice: with the constants in cost_model.json, and with this run's fit.
 The machine is shared and noisy: the load average is recorded beside the figures, and each in-process
@@ -287,8 +287,8 @@ def solve(rows: list[list[float]], targets: list[float]) -> list[float]:
 
 def fit(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Constants for compiler/data/cost_model.json from every model's components (and real run, when there is one)."""
-    from compiler.cost import constants, workload
-    from compiler.cost import per_sample as sample_s
+    from compiler.back.cost import constants, workload
+    from compiler.back.cost import per_sample as sample_s
 
     ws = {name: workload(m["facts"]) for name, m in measured.items()}
     comp = {name: m["components"] for name, m in measured.items()}
@@ -344,7 +344,7 @@ def fit(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ranked = {n: m["sensitivity"] for n, m in measured.items() if "sensitivity" in m}
     if ranked and runs:  # per candidate: what is left of the stage once its quantization (a plain trial's estimate)
         # and the forward passes are counted (the stage's fresh process pays first-call costs a trial does not)
-        from compiler.cost import plain_s
+        from compiler.back.cost import plain_s
 
         c = {**constants(), **out}
         per = {n: max((r["quantize_s"] + r["infer_s"] - plain_s(ws[n], c)) / (r["candidates"] + 2)
@@ -356,7 +356,7 @@ def fit(measured: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def check(facts: Any, run: dict[str, Any], c: dict[str, Any], ranked: dict[str, Any] | None = None) -> dict[str, Any]:
     """Estimate against actual for the parts of one real run (and the sensitivity ranking), with the constants `c`."""
-    from compiler import cost
+    from compiler.back import cost
 
     w = cost.workload(facts)
     classes = cost.finetune_classes(facts.space)
@@ -379,7 +379,7 @@ def check(facts: Any, run: dict[str, Any], c: dict[str, Any], ranked: dict[str, 
         actual["sensitivity"] = ranked["quantize_s"] + ranked["infer_s"]
         est["sensitivity"] = cost.sensitivity_s(w, ranked["samples"], c)
     if run.get("quantized_bytes"):  # one quantized model on disk, as the budget counts it
-        from compiler.budget import quantized_model_bytes
+        from compiler.check.budget_facts import quantized_model_bytes
 
         actual["model bytes"] = run["quantized_bytes"]
         est["model bytes"] = quantized_model_bytes(int(w.model_mb * 1e6), 8, w.quantized_nodes, c["quantized_size"])
@@ -391,7 +391,7 @@ def check(facts: Any, run: dict[str, Any], c: dict[str, Any], ranked: dict[str, 
 
 
 def analyze(spec: Path) -> Any:
-    from compiler.pipeline import analyze as run_passes
+    from compiler.commands.pipeline import analyze as run_passes
 
     result, _, _ = run_passes(spec)
     if result.facts is None:
@@ -445,7 +445,7 @@ def main() -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    from compiler.cost import constants, workload
+    from compiler.back.cost import constants, workload
 
     fitted = {} if args.no_fit else fit(measured)
     committed = constants()

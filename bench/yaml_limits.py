@@ -1,11 +1,11 @@
 """Benchmark: hostile specs refused by the loader, side by side with loading a normal spec: no arguments in; a table
 of medians and ratios out.
 
-Cases (compiler/yaml_limits.py sets the limits): the example spec (the baseline, loaded in full),
+Cases (compiler/front/yaml_limits.py sets the limits): the example spec (the baseline, loaded in full),
 billion laughs (9 levels x 9 aliases), 5000 nested `[`, 5000 nested flow mappings, 200 nested
 block mappings, a self-containing alias, a flat list one node past the node budget (the
 slowest refusal: ruamel must read MAX_NODES nodes first) and a 50 MB file. Two measures:
-  in-process   compiler.source.load(spec), median of RUNS runs per case (cases alternate);
+  in-process   compiler.front.source.load(spec), median of RUNS runs per case (cases alternate);
   cli          `python -m compiler validate --format json --target-env golden/target_env.json spec`
                in a fresh interpreter, median of CLI_RUNS: start-up and imports on every side, and
                for the example the whole pipeline (no probe subprocess: the target is a file).
@@ -30,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from compiler import yaml_limits  # noqa: E402 - importable only once the repository is on sys.path
-from compiler.source import load  # noqa: E402
+from compiler.front import yaml_limits  # noqa: E402 - importable only once the repository is on sys.path
+from compiler.front.source import load  # noqa: E402
 
 RUNS = 9
 CLI_RUNS = 3

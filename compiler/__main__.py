@@ -1,5 +1,5 @@
 """`python -m compiler` runs the qas command line."""
 
-from .cli import run
+from compiler.commands.cli import run
 
 run()

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from .codes import CODES, Severity, severity_of
-from .secret_text import secret_kind
+from compiler.codes import CODES, Severity, severity_of
+from compiler.secret_text import secret_kind
 
 YamlPath = tuple[str | int, ...]
 

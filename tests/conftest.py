@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from compiler.environment import Environment, load_target
+from compiler.check.target_env import Environment, load_target
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_DIR = REPO / "specs" / "example"

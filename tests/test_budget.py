@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.budget import quantized_model_bytes
-from compiler.pipeline import compile_spec
+from compiler.check.budget_facts import quantized_model_bytes
+from compiler.commands.pipeline import compile_spec
 
 from .conftest import EXAMPLE_DIR, model_with_external_data
 
@@ -39,7 +39,7 @@ def test_a_large_search_that_fits_is_a_warning(tmp_path: Path, monkeypatch: pyte
     Usage = namedtuple("Usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda path: Usage(10**13, 0, 10**13))
     # hashing 20 GB of sparse zeros proves nothing here and takes a minute (tests/test_runtime.py checks the hash)
-    monkeypatch.setattr("compiler.facts.file_sha256", lambda path: "0" * 64)
+    monkeypatch.setattr("compiler.back.facts.file_sha256", lambda path: "0" * 64)
     result = compile_spec(spec)
     assert [d.code for d in result.diagnostics] == ["QAS406"]
     budget = result.plan.budget

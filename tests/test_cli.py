@@ -236,7 +236,7 @@ def test_shell_completion_is_installable_and_completes(tmp_path: Path) -> None:
 
 
 def test_internal_errors_exit_3_with_a_report_line(example_copy: Path) -> None:
-    code = ("import sys; import compiler.pipeline as p; from compiler import cli;"
+    code = ("import sys; import compiler.commands.pipeline as p; from compiler.commands import cli;"
             "p.compile_spec = cli.compile_spec = lambda s: 1/0;"
             "sys.argv = ['qas', 'validate', sys.argv[1]]; cli.run()")
     result = subprocess.run([sys.executable, "-c", code, str(example_copy / "spec.yaml")], capture_output=True,
@@ -276,7 +276,7 @@ def test_printed_commands_are_shell_quoted(example_copy: Path, tmp_path: Path) -
 
 
 def test_install_hints_quote_the_interpreter() -> None:
-    from compiler.requirements import install_command
+    from compiler.check.requirements import install_command
 
     command = install_command("/opt/my venv/bin/python", "optuna", ">=4.0,<6", "cpu")
     assert command == "'/opt/my venv/bin/python' -m pip install 'optuna>=4.0,<6'"

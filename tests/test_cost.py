@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from compiler import model, source
-from compiler.budget import quantized_model_bytes, weight_bits
-from compiler.cost import (
+from compiler.back.cost import (
     DEFAULT_ITERATIONS,
     Finetune,
     constants,
@@ -26,7 +24,9 @@ from compiler.cost import (
     startup_s,
     workload,
 )
-from compiler.facts import Facts, derive
+from compiler.back.facts import Facts, derive
+from compiler.check.budget_facts import quantized_model_bytes, weight_bits
+from compiler.front import model, source
 from compiler.resources import load_data
 
 from .conftest import EXAMPLE_DIR

@@ -23,7 +23,7 @@ from .conftest import free_port, needs_quark, qas
 
 
 def test_loopback_hosts_are_fine_and_any_other_needs_allow_remote() -> None:
-    from compiler.dashboard import host_problem, remote_warning
+    from compiler.commands.dashboard import host_problem, remote_warning
 
     for host in ("127.0.0.1", "localhost", "::1", "127.0.0.2"):
         assert host_problem(host, False) is None and remote_warning(host) is None
@@ -42,7 +42,7 @@ def test_a_non_loopback_host_is_refused_before_anything_is_read(tmp_path: Path) 
 
 
 def test_a_missing_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler.dashboard import require_dashboard
+    from compiler.commands.dashboard import require_dashboard
 
     assert require_dashboard() is None
     monkeypatch.setitem(sys.modules, "optuna_dashboard", None)  # import raises ImportError
@@ -115,7 +115,7 @@ def test_a_port_in_use_is_a_clean_error(compiled: Path) -> None:
 def test_the_storage_reads_the_study_refuses_every_write_and_shows_the_objective_names(compiled: Path) -> None:
     import optuna
 
-    from compiler.dashboard import ReadOnlyError, open_study
+    from compiler.commands.dashboard import ReadOnlyError, open_study
 
     journal = compiled / "tinycnn_study.journal"
     name, writer = seed_studies(compiled)
@@ -140,7 +140,7 @@ def test_the_storage_reads_the_study_refuses_every_write_and_shows_the_objective
 
 def test_a_database_study_needs_its_variable_and_never_prints_the_url(compiled: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler.dashboard import _storage
+    from compiler.commands.dashboard import _storage
 
     monkeypatch.delenv("QAS_TEST_URL", raising=False)
     assert "$QAS_TEST_URL is not set here" in _storage(compiled / "x.journal", "QAS_TEST_URL")
@@ -153,7 +153,7 @@ def test_a_postgres_study_is_read_without_writing(postgres: Any, compiled: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import optuna
 
-    from compiler.dashboard import ReadOnlyError, ReadOnlyStorage, _storage
+    from compiler.commands.dashboard import ReadOnlyError, ReadOnlyStorage, _storage
 
     url = postgres.new_database()
     optuna.create_study(study_name="pg-study", storage=url).optimize(lambda t: 1.0, n_trials=1)
@@ -253,7 +253,7 @@ def test_the_dashboard_serves_a_real_search_read_only_and_chromium_shows_its_tri
 def test_an_autosearchpro_sqlite_study_is_read_through_a_read_only_connection(tmp_path: Path) -> None:
     import optuna
 
-    from compiler.dashboard import _storage
+    from compiler.commands.dashboard import _storage
 
     db = tmp_path / "tiny_study.db"
     optuna.create_study(study_name="s", storage=f"sqlite:///{db}").optimize(lambda t: 0.25, n_trials=1)

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.presets import PRESET_NAMES
+from compiler.check.presets import PRESET_NAMES
 from compiler.resources import load_data
 
 from .conftest import needs_quark, qas

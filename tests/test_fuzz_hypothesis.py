@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 from typer.testing import CliRunner
 
-from compiler.cli import app
+from compiler.commands.cli import app
 
 from .conftest import EXAMPLE_DIR, REPO
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from compiler.back.summary import plan_summary, summary_text
+from compiler.commands.pipeline import compile_spec
 from compiler.diagnostics import to_text
-from compiler.pipeline import compile_spec
 from compiler.runtime.contract import RUNTIME_PACKAGE
-from compiler.summary import plan_summary, summary_text
 
 from .conftest import GOLDEN, target_env
 

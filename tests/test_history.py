@@ -50,7 +50,7 @@ def test_a_multi_objective_search_gets_a_best_line_for_each_objective() -> None:
 
 
 def test_the_report_lines_give_trial_times_and_the_float_model_size_beside_the_winner() -> None:
-    from compiler.budget import gb
+    from compiler.check.budget_facts import gb
     from compiler.report.text import _beside_float, _durations, _seconds
 
     assert _seconds(0.257) == "0.257 s" and _seconds(300) == "5.0 min" and _seconds(None) == "-"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from compiler.pipeline import compile_spec
+from compiler.commands.pipeline import compile_spec
 
 from .conftest import EXAMPLE_DIR
 

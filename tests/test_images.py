@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from compiler.pipeline import compile_spec
-from compiler.render import script_is_hand_edited
+from compiler.back.render import script_is_hand_edited
+from compiler.commands.pipeline import compile_spec
 
 from .conftest import EXAMPLE_DIR, needs_quark
 

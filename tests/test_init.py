@@ -16,7 +16,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
-from compiler.starter import spec_name
+from compiler.commands.starter import spec_name
 
 from .conftest import EXAMPLE_DIR, REPO, dynamic_model, model_with_external_data, needs_quark, qas, qdq_model
 
@@ -252,8 +252,8 @@ def test_the_starter_search_has_a_time_budget_and_says_how_long_it_takes(tmp_pat
 
 
 def test_a_search_longer_than_the_budget_is_cut_and_the_larger_search_is_the_next_step() -> None:
-    from compiler.intake import analyze_model
-    from compiler.starter import starter_text
+    from compiler.check.intake_facts import analyze_model
+    from compiler.commands.starter import starter_text
 
     facts = analyze_model(EXAMPLE_DIR / "models" / "tinycnn.onnx")
     big = facts | {"size_bytes": 20_000_000, "op_counts": {"Conv": 50, "Relu": 50, "Add": 20}}  # a 20 MB ResNet-ish

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.pipeline import compile_spec
+from compiler.commands.pipeline import compile_spec
 
 from .conftest import EXAMPLE_DIR, GOLDEN, dynamic_model, qdq_model, target_env
 
@@ -81,7 +81,7 @@ def test_external_data_outside_the_models_folder_is_refused_and_never_read(tmp_p
     import onnx
     from onnx import numpy_helper
 
-    from compiler.intake import analyze_model
+    from compiler.check.intake_facts import analyze_model
 
     secret = tmp_path / "secret.bin"
     secret.write_bytes(b"x" * 12345)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.emit import write_atomically
-from compiler.pipeline import compile_spec
+from compiler.back.emit import write_atomically
+from compiler.commands.pipeline import compile_spec
 from compiler.runtime import contract
 from compiler.runtime.search import Search
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.passes.opset import convert_command
-from compiler.pipeline import compile_spec
+from compiler.check.passes.opset import convert_command
+from compiler.commands.pipeline import compile_spec
 
 from .conftest import EXAMPLE_DIR, REPO, needs_quark
 

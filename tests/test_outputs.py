@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.pipeline import compile_spec
-from compiler.render import script_is_hand_edited
+from compiler.back.render import script_is_hand_edited
+from compiler.commands.pipeline import compile_spec
 from compiler.resources import load_schema
 from compiler.runtime.contract import RUNTIME_PACKAGE
 
@@ -54,7 +54,7 @@ def test_script_parses_and_its_header_hash_matches(case: str) -> None:
 
 
 def test_every_quark_config_key_is_explicit(tmp_path: Path) -> None:
-    from compiler.presets import preset_config
+    from compiler.check.presets import preset_config
     from compiler.runtime.engine_autosearchpro import quark_config
 
     case = REPO / "golden" / "preset_xint8_clamp"  # engine autosearchpro
@@ -86,7 +86,7 @@ def test_device_is_written_into_every_finetune_device_field() -> None:
 
 
 def _compile_in_subprocess(spec: Path, seed: str) -> dict[str, str]:
-    code = ("import json,sys; from compiler.pipeline import compile_spec; "
+    code = ("import json,sys; from compiler.commands.pipeline import compile_spec; "
             "r = compile_spec(__import__('pathlib').Path(sys.argv[1])); print(json.dumps(r.files))")
     env = dict(os.environ, PYTHONHASHSEED=seed)
     out = subprocess.run([sys.executable, "-c", code, str(spec)], env=env, capture_output=True, text=True, check=True)
@@ -102,7 +102,7 @@ def test_same_spec_same_bytes_across_hash_seeds(case: str) -> None:
 
 
 def test_compile_never_imports_torch_or_quark() -> None:
-    code = ("import sys; from compiler.pipeline import compile_spec; "
+    code = ("import sys; from compiler.commands.pipeline import compile_spec; "
             f"compile_spec(__import__('pathlib').Path({str(EXAMPLE_DIR / 'spec.yaml')!r})); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'quark', 'onnxruntime', 'optuna')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,7 +9,7 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from compiler.requirements import (
+from compiler.check.requirements import (
     BLOCK_REQUIREMENTS,
     IMAGE_REQUIREMENTS,
     ORT_DISTRIBUTION,

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.cluster import GPU_RESOURCES
+from compiler.back.emit import refuse_overwrites
+from compiler.back.summary import plan_summary
+from compiler.check.cluster import GPU_RESOURCES
+from compiler.commands.pipeline import compile_spec
 from compiler.diagnostics import to_items, to_text
-from compiler.emit import refuse_overwrites
-from compiler.pipeline import compile_spec
 from compiler.runtime.contract import DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS, ENGINES, study_file
-from compiler.summary import plan_summary
 
 from .conftest import GOLDEN, qas, settings_from_script, target_env
 

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from compiler.pipeline import compile_spec
+from compiler.commands.pipeline import compile_spec
 from compiler.runtime.patterns import PatternError, block_pattern
 from compiler.runtime.sensitivity_rank import group_nodes
 

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from compiler.pipeline import compile_spec
-from compiler.presets import PRESET_NAMES, preset_config
+from compiler.check.presets import PRESET_NAMES, preset_config
+from compiler.check.spacemath import count_configs, quark_discrete_size, stage1_space
+from compiler.commands.pipeline import compile_spec
 from compiler.resources import load_data
-from compiler.spacemath import count_configs, quark_discrete_size, stage1_space
 
 from .conftest import REPO, needs_quark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compiler.pipeline import compile_spec
+from compiler.commands.pipeline import compile_spec
 
 from .conftest import REPO, target_env
 

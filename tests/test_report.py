@@ -524,7 +524,8 @@ def test_list_choices_are_left_out_of_importances(tmp_path: Path) -> None:
 
 def report_cli(out: Path, *args: str, code: str = "pass") -> subprocess.CompletedProcess:
     """`qas report out --format json` in a subprocess, after `code` (run inside it, e.g. to break something)."""
-    script = f"import sys; from compiler import cli; {code}; sys.argv = ['qas', 'report', *sys.argv[1:]]; cli.run()"
+    script = (f"import sys; from compiler.commands import cli; {code}; "
+              "sys.argv = ['qas', 'report', *sys.argv[1:]]; cli.run()")
     return subprocess.run([sys.executable, "-c", script, str(out), "--format", "json", *args], capture_output=True,
                           text=True, cwd=REPO)
 
@@ -626,7 +627,7 @@ def test_a_built_in_metric_names_the_float_model_as_the_reference(tmp_path: Path
 
 
 def test_quark_s_own_grid_stage_is_not_counted_as_zero_of_n(run_dir: tuple[Path, optuna.Study, str]) -> None:
-    from compiler.runner import total_trials
+    from compiler.commands.run import total_trials
 
     out, _, _ = run_dir
     report = build_report(out) | {"grid_outside_study": True}  # engine autosearchpro: Quark's grid stage (F11)

@@ -15,7 +15,7 @@ import optuna
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.emit import RUN_MARKER, differences, split_run_block, write_atomically
+from compiler.back.emit import RUN_MARKER, differences, split_run_block, write_atomically
 from compiler.resources import load_schema
 
 from .conftest import needs_quark, study_storage

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from compiler import __version__
-from compiler.emit import refuse_overwrites, write_atomically
-from compiler.pipeline import compile_spec
-from compiler.render import script_is_hand_edited, split_script
+from compiler.back.emit import refuse_overwrites, write_atomically
+from compiler.back.render import script_is_hand_edited, split_script
+from compiler.commands.pipeline import compile_spec
 from compiler.resources import runtime_files
 from compiler.runtime.contract import RUNTIME_PACKAGE
 

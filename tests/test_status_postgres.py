@@ -13,8 +13,8 @@ from typing import Any
 import optuna
 import pytest
 
-from compiler.emit import write_atomically
-from compiler.pipeline import compile_spec
+from compiler.back.emit import write_atomically
+from compiler.commands.pipeline import compile_spec
 from compiler.report import build_report
 from compiler.report.status import status_text
 from compiler.runtime.search import Search

@@ -14,8 +14,8 @@ from typing import Any
 
 import optuna
 
-from compiler.emit import write_atomically
-from compiler.pipeline import compile_spec
+from compiler.back.emit import write_atomically
+from compiler.commands.pipeline import compile_spec
 from compiler.report import build_report, report_text
 from compiler.report.status import status_text
 from compiler.runtime import contract

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.pipeline import compile_spec
+from compiler.commands.pipeline import compile_spec
 from compiler.runtime.scoring import load_labels, top_k_accuracy
 
 from .conftest import EXAMPLE_DIR, needs_quark, qas, run_script

@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 import pytest
 
-from compiler.pipeline import compile_spec
+from compiler.commands.pipeline import compile_spec
 from compiler.runtime import tracking
 from compiler.runtime.space import stage_configs
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from compiler.back.literals import LiteralError, py_literal
+from compiler.check.spacemath import count_configs, has_continuous, quark_discrete_size, with_device
 from compiler.diagnostics import format_path
-from compiler.literals import LiteralError, py_literal
-from compiler.source import load
-from compiler.spacemath import count_configs, has_continuous, quark_discrete_size, with_device
-from compiler.suggest import closest
+from compiler.front.source import load
+from compiler.front.suggest import closest
 
 
 @pytest.mark.parametrize("value", [None, True, 0, -3, 1.5e-06, "x'\"\n", [1, [2, "a"]], {"k": {"n": [None]}}, (1,), ()])

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from compiler import schema
-from compiler.emit import folder_problem
-from compiler.pipeline import compile_spec
+from compiler.check.paths import folder_problem
+from compiler.commands.pipeline import compile_spec
+from compiler.front import schema
 from compiler.resources import load_schema
 
 from .conftest import GOLDEN, qas, target_env
@@ -137,14 +137,14 @@ def test_folder_problem_names_what_is_in_the_way(tmp_path: Path, monkeypatch: py
     assert folder_problem(tmp_path / "file", base=tmp_path) == "file is a file, not a folder"
     assert folder_problem(tmp_path / "file" / "x", base=tmp_path) == "file is a file, so file/x cannot be created"
     assert "cannot be used: File name too long" in folder_problem(tmp_path / ("a" * 300))
-    monkeypatch.setattr("compiler.emit.os.access", lambda *_args: False)  # root may write anywhere: pretend
+    monkeypatch.setattr("compiler.check.paths.os.access", lambda *_args: False)  # root may write anywhere: pretend
     assert folder_problem(tmp_path, base=tmp_path.parent) == f"{tmp_path.name} is not writable"
     assert folder_problem(tmp_path / "new", base=tmp_path) == f"{tmp_path} is not writable, so new cannot be created"
 
 
 def test_validate_reports_an_unwritable_output_folder_at_output_dir(example_copy: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("compiler.emit.os.access", lambda *_args: False)
+    monkeypatch.setattr("compiler.check.paths.os.access", lambda *_args: False)
     spec = example_copy / "spec.yaml"
     result = compile_spec(spec, target_env(GOLDEN / "grid_sampler"))
     (found,) = result.diagnostics
@@ -160,7 +160,7 @@ def test_a_sample_whose_data_is_not_what_its_header_declares_is_refused(tmp_path
 
     import numpy as np
 
-    from compiler.samples import read_headers
+    from compiler.check.samples import read_headers
 
     array = np.arange(24, dtype="float32").reshape(2, 3, 4)
     buffer = io.BytesIO()

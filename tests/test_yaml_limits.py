@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler import yaml_limits
-from compiler.pipeline import compile_spec
-from compiler.source import load
+from compiler.commands.pipeline import compile_spec
+from compiler.front import yaml_limits
+from compiler.front.source import load
 
 from .conftest import GOLDEN, qas, target_env
 

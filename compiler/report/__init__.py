@@ -8,9 +8,9 @@ Optuna, matplotlib, jsonschema, jinja2 and ruamel are imported inside functions 
 
 from __future__ import annotations
 
-from .facts import build_report
-from .files import write_report_files
-from .studies import load_studies
-from .text import report_text
+from compiler.report.collect import build_report
+from compiler.report.outputs import write_report_files
+from compiler.report.studies import load_studies
+from compiler.report.text import report_text
 
 __all__ = ["build_report", "load_studies", "report_text", "write_report_files"]

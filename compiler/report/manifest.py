@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..resources import load_schema
+from compiler.resources import load_schema
 
 # The keys the report reads: True a required value, False an optional one, a dict a required object. Each is
 # checked against its own rule in the stored schema; every other key is left unchecked, so a manifest from an

@@ -12,9 +12,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..runtime.redact import scrubbed
-from ..runtime.study_file import KEEP_IT, study_file_problem
-from .manifest import first_line
+from compiler.report.manifest import first_line
+from compiler.runtime.redact import scrubbed
+from compiler.runtime.study_file import KEEP_IT, study_file_problem
 
 ROUGH_BELOW = 50  # PED-ANOVA wants >= 5 trials in its top 10 %, so importances from fewer trials are rough
 
@@ -49,7 +49,7 @@ def _reader(db: Path, url_env: str | None) -> Any:
     import optuna
 
     if url_env is not None:
-        from ..runtime.storage import storage_url
+        from compiler.runtime.storage import storage_url
 
         return optuna.storages.RDBStorage(storage_url(url_env), skip_table_creation=True,
                                           skip_compatibility_check=False)
@@ -68,8 +68,8 @@ def _load(db: Path, name: str, grid_name: str, url_env: str | None,
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import DatabaseError, OperationalError
 
-    from ..runtime.contract import ENGINES
-    from ..runtime.storage import (
+    from compiler.runtime.contract import ENGINES
+    from compiler.runtime.storage import (
         foreign_study_problem,
         is_storage_error,
         open_failure,

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..runtime.sensitivity import MEASURES, choice_text
-from .manifest import first_line
-from .studies import varying
+from compiler.report.manifest import first_line
+from compiler.report.studies import varying
+from compiler.runtime.sensitivity import MEASURES, choice_text
 
 
 def view(r: dict[str, Any]) -> dict[str, Any]:
     """The report in; every line and table cell the terminal block and report.md print, as strings, out."""
-    from ..budget import gb
+    from compiler.check.budget_facts import gb
 
     t, b, best = r["trials"], r["budget"], r["best"]
     metric = r["metric"] or "value"

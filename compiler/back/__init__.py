@@ -1,0 +1,1 @@
+"""Back: a checked Spec in; its Facts, the cost estimate, the Plan, rendered files and the files written out."""

@@ -1,0 +1,1 @@
+"""Front: a spec file in; its plain data (located), the schema diagnostics and the typed Spec out."""
