@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from compiler.back.facts import Facts, canonical_hash, derive
+from compiler.back.script_settings import build_settings
 from compiler.front import model, source
 from compiler.resources import load_schema
 from compiler.runtime.contract import DEFAULT_ENGINE, DEFAULT_MAX_FAILURES, ENGINES, STUDY_HASH_CHARS
@@ -32,13 +33,13 @@ def test_derive_on_the_example() -> None:
     out = EXAMPLE_DIR / "autosearch_output"
     assert facts.engine is ENGINES["qas"]
     assert (facts.two_stage, facts.torch_device, facts.direction) == (True, "cpu", "minimize")
-    assert facts.max_failures == DEFAULT_MAX_FAILURES
     assert facts.space_hash == canonical_hash(facts.space)
     assert facts.study_name == f"tinycnn-{facts.space_hash[:STUDY_HASH_CHARS]}"
     assert (facts.study_file, facts.script_file) == ("tinycnn_study.journal", "tinycnn_autosearch.py")
-    assert (facts.workers, facts.storage) == (1, {"kind": "journal"})  # engine qas's default storage
+    settings = build_settings(example_spec(), facts)  # what only the script reads is derived there
+    assert (settings.max_failures, settings.workers, settings.storage) == (DEFAULT_MAX_FAILURES, 1, {"kind": "journal"})
     assert facts.model == EXAMPLE_DIR / "models" / "tinycnn.onnx" and facts.external_data is None
-    assert (facts.output_dir, facts.temp_dir) == (out, out / "tmp")
+    assert (facts.output_dir, settings.temp_dir) == (out, "tmp")
     assert facts.calibration.path == EXAMPLE_DIR / "data" / "calib"
     assert facts.eval_data is not None and facts.eval_data.path == EXAMPLE_DIR / "data" / "eval"
     assert facts.evaluator is None
@@ -54,10 +55,13 @@ def test_derive_on_the_example() -> None:
 
 
 def test_derive_follows_the_engine_record_and_the_written_values() -> None:
-    facts: Facts = derive(example_spec(engine="autosearchpro", max_failures=2, two_stage=False))
+    spec = example_spec(engine="autosearchpro", max_failures=2, two_stage=False)
+    facts: Facts = derive(spec)
     assert facts.engine is ENGINES["autosearchpro"]
     assert facts.study_name == "tinycnn"  # no space hash in the name
-    assert facts.max_failures == 2 and facts.two_stage is False
+    assert facts.two_stage is False
+    # the engine ends the search at its first failure: the setting stays at its default (the passes refuse it)
+    assert build_settings(spec, facts).max_failures == DEFAULT_MAX_FAILURES
     assert facts.budget.grid_configs == 0
 
 

@@ -88,7 +88,7 @@ def test_hostile_strings_reach_the_script_only_as_constants(tmp_path: Path) -> N
     found = constants(tree)
     for word in HOSTILE:
         assert "k" + word in found and "v" + word in found
-    study = f"s{HOSTILE[0]}{HOSTILE[1]}-{hostile.plan.space_hash[:12]}"  # engine qas: named by the space
+    study = f"s{HOSTILE[0]}{HOSTILE[1]}-{hostile.plan.settings.space_hash[:12]}"  # engine qas: named by the space
     assert study in found
     assert f"../m{HOSTILE[0]}.onnx" in found
     assert f"../r{NO_COLON[3]}.py" in found and f"../v{NO_COLON[4]}.py" in found
@@ -101,6 +101,6 @@ def test_hostile_strings_reach_the_script_only_as_constants(tmp_path: Path) -> N
 def test_hostile_strings_round_trip_through_the_manifest(tmp_path: Path) -> None:
     result = compile_spec(build_workspace(tmp_path / "hostile", HOSTILE))
     manifest = YAML(typ="safe").load(result.files["run_manifest.yaml"])
-    assert manifest["outputs"]["study"]["name"] == f"s{HOSTILE[0]}{HOSTILE[1]}-{result.plan.space_hash[:12]}"
+    assert manifest["outputs"]["study"]["name"] == f"s{HOSTILE[0]}{HOSTILE[1]}-{result.plan.settings.space_hash[:12]}"
     assert manifest["inputs"]["model"] == f"../m{HOSTILE[0]}.onnx"
     assert manifest["inputs"]["calibration"]["file"] == f"../r{NO_COLON[3]}.py"

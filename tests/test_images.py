@@ -160,14 +160,15 @@ def test_the_plan_writes_every_step_out_and_counts_the_images(tmp_path: Path) ->
                       "    preprocess: {resize: [32, 32], color: BGR, scale: 1, mean: [1, 2, 3]}\n")
     result = compile_spec(spec)
     assert result.ok, result.diagnostics
-    assert result.plan.calibration.preprocess == {"resize": [32, 32], "letterbox": None, "color": "RGB", "scale": 255.0,
-                                                  "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0],
-                                                  "layout": "NCHW", "dtype": "float32"}
-    assert result.plan.eval_data.preprocess["mean"] == [1.0, 2.0, 3.0] and result.plan.eval_data.input == "input"
+    calibration, eval_data = result.plan.settings.calibration, result.plan.settings.eval_data
+    assert calibration["preprocess"] == {"resize": [32, 32], "letterbox": None, "color": "RGB", "scale": 255.0,
+                                         "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0],
+                                         "layout": "NCHW", "dtype": "float32"}
+    assert eval_data["preprocess"]["mean"] == [1.0, 2.0, 3.0] and eval_data["input"] == "input"
     assert json.loads(result.files["model_analysis.json"])["samples"] == {"calibration": 2, "evaluation": 3}
     plan = json.loads(result.files["quant_plan.json"])
-    assert plan["calibration"]["kind"] == "images" and plan["calibration"]["folder"] == "../im"
-    assert plan["requirements"]["pillow"] == ">=10"
+    assert plan["settings"]["calibration"]["images"] == "../im"
+    assert plan["settings"]["requirements"]["pillow"] == ">=10"
     script = result.files["imgs_autosearch.py"]
     assert not script_is_hand_edited(script)
     assert "'pillow': '>=10'," in script and "'images': '../im'," in script  # the script checks Pillow, reads images
@@ -179,17 +180,17 @@ def test_integer_dtypes_carry_no_normalization(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, model, "  images: im\n  preprocess: {resize: [8, 8], layout: NHWC, dtype: uint8}\n")
     result = compile_spec(spec)
     assert result.ok, result.diagnostics
-    steps = result.plan.calibration.preprocess
+    steps = result.plan.settings.calibration["preprocess"]
     assert (steps["scale"], steps["mean"], steps["std"]) == (None, None, None)
 
 
 def test_without_an_image_reader_nothing_about_images_reaches_the_outputs() -> None:
     result = compile_spec(EXAMPLE_DIR / "spec.yaml")
-    assert "pillow" not in result.plan.requirements
+    assert "pillow" not in result.plan.settings.requirements
     script = result.files["tinycnn_autosearch.py"]
     assert "PIL" not in script and "ImageFolderReader" not in script
     plan = json.loads(result.files["quant_plan.json"])
-    assert "preprocess" not in plan["calibration"] and "input" not in plan["eval_data"]
+    assert "preprocess" not in plan["settings"]["calibration"] and "input" not in plan["settings"]["eval_data"]
 
 
 # --- the emitted reader --------------------------------------------------------------------------------
@@ -263,7 +264,7 @@ def test_letterbox_keeps_the_aspect_ratio_and_pads_a_real_photo(resize: tuple[in
     spec = write_spec(tmp_path, model, f"  images: im\n  preprocess: {{resize: [{height}, {width}], "
                                        f"letterbox: {{pad: {pad}}}, mean: [0.5, 0.5, 0.5]}}\n")
     result = compile_spec(spec)
-    assert result.ok and result.plan.calibration.preprocess["letterbox"] == pad, result.diagnostics
+    assert result.ok and result.plan.settings.calibration["preprocess"]["letterbox"] == pad, result.diagnostics
     (got,) = reader_output(compiled_script(spec), "calibration", tmp_path)
     with Image.open(PHOTO) as image:
         rgb = image.convert("RGB")

@@ -77,7 +77,7 @@ def test_clamp_case_records_requested_and_effective_budget() -> None:
 def test_device_is_written_into_every_finetune_device_field() -> None:
     result = compile_spec(REPO / "golden" / "override" / "spec.yaml",
                           target_env(REPO / "golden" / "override"))  # rocm:1
-    space = result.plan.space
+    space = result.plan.settings.search_space
     for group in ("adaround_params", "adaquant_params"):
         assert space[group]["optim_device"] == ["cuda:1"]  # torch names ROCm GPUs cuda
         assert space[group]["infer_device"] == ["cuda:1"]

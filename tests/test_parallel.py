@@ -127,7 +127,7 @@ def test_url_storage_defaults_come_from_the_contract(tmp_path: Path) -> None:
     result = compile_spec(spec_in(tmp_path, "search: {preset: XINT8_SEARCH, n_trials: 3}\n"
                                             "storage: {url_env: DB, artifacts: /shared/x}\n"), target_env(GOLDEN))
     assert result.ok, [d.message for d in result.diagnostics]
-    assert result.plan.storage == {"kind": "url", "env": "DB", "artifacts": "/shared/x",
+    assert result.plan.settings.storage == {"kind": "url", "env": "DB", "artifacts": "/shared/x",
                                    "heartbeat": DEFAULT_HEARTBEAT_SECONDS, "grace": DEFAULT_GRACE_SECONDS}
 
 

@@ -76,13 +76,13 @@ def test_the_script_requires_re2_only_with_blocks(tmp_path: Path) -> None:
     spec = spec_with_blocks(tmp_path, ["^a+b$"])
     result = compile_spec(spec, target_env(GOLDEN))
     assert result.ok, result.diagnostics
-    assert result.plan.requirements["google-re2"] == ">=1.1"
+    assert result.plan.settings.requirements["google-re2"] == ">=1.1"
     script = next(text for name, text in result.files.items() if name.endswith("_autosearch.py"))
     assert "'google-re2': '>=1.1'" in script  # the script checks it at start-up (runtime/checks.py)
     plain = spec.read_text(encoding="utf-8").replace("  blocks:\n    b0: ['^a+b$']\n", "")
     spec.write_text(plain, encoding="utf-8")
     result = compile_spec(spec, target_env(GOLDEN))
-    assert result.ok and "google-re2" not in result.plan.requirements
+    assert result.ok and "google-re2" not in result.plan.settings.requirements
 
 
 def test_compile_without_re2_in_the_target_says_what_to_install(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def test_grammar_equals_installed_quark() -> None:
 def _spaces() -> list[dict]:
     spaces = [preset_config(n)["search_space"] for n in PRESET_NAMES]
     for case in sorted((REPO / "golden").glob("*/expected/quant_plan.json")):
-        spaces.append(json.loads(case.read_text())["space"])
+        spaces.append(json.loads(case.read_text())["settings"]["search_space"])
     return spaces
 
 
@@ -94,4 +94,5 @@ def test_compiled_space_is_accepted_by_quarks_grid_for_grid_specs() -> None:
     from quark.onnx.quantization.auto_search.config_generator import generate_all_configs
 
     result = compile_spec(REPO / "golden" / "grid_sampler" / "spec.yaml")
-    assert len(generate_all_configs(copy.deepcopy(result.plan.space))) == result.plan.budget.effective_trials == 9
+    configs = generate_all_configs(copy.deepcopy(result.plan.settings.search_space))
+    assert len(configs) == result.plan.budget.effective_trials == 9

@@ -633,7 +633,7 @@ def test_quark_s_own_grid_stage_is_not_counted_as_zero_of_n(run_dir: tuple[Path,
     report = build_report(out) | {"grid_outside_study": True}  # engine autosearchpro: Quark's grid stage (F11)
     text = report_text(report)
     assert "the 2-config grid stage run by Quark outside the study" in text and "of 2 grid configs" not in text
-    manifest = {"engine": "autosearchpro", "search": {"sampler": "TPE"},
+    manifest = {"engine": "autosearchpro", "search": {"sampler": "TPE", "two_stage": True},
                 "budget": {"effective_trials": 6, "grid_configs": 2}}
     assert total_trials(manifest) == 6 and total_trials(manifest | {"engine": "qas"}) == 8
 

@@ -53,4 +53,4 @@ def test_the_script_refuses_a_model_replaced_after_compile(example_copy: Path) -
     assert ran.returncode == 2
     assert "qas: error: the model changed since compile (tinycnn.onnx in " in ran.stderr
     assert "recompile the spec" in ran.stderr and "Traceback" not in ran.stderr
-    assert not (result.out_dir / result.plan.study_db).exists()  # refused before any work
+    assert not (result.out_dir / result.plan.settings.study_db).exists()  # refused before any work

@@ -201,7 +201,7 @@ def test_an_unexpected_error_that_quotes_the_url_shows_no_password(tmp_path: Pat
 
     for check in ("check_packages", "check_device", "check_model"):
         monkeypatch.setattr(launch, check, lambda *_args: None)
-    monkeypatch.setattr(launch.importlib, "import_module", lambda *_args: types.SimpleNamespace(main=main))
+    monkeypatch.setattr(launch.contract.importlib, "import_module", lambda *_args: types.SimpleNamespace(main=main))
     assert launch.main(settings, ["--verbose"]) == launch.contract.EXIT_FAILED
     shown = "".join(capsys.readouterr())
     assert "unexpected RuntimeError" in shown and "Traceback" in shown

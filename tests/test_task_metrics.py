@@ -41,11 +41,11 @@ def test_top1_with_a_json_list_compiles_to_a_drop_minimized(tmp_path: Path) -> N
     (tmp_path / "data" / "labels.json").write_text("[1, 2, 3, 4]")
     result = compile_spec(spec)
     assert result.ok, result.diagnostics
-    assert result.plan.direction == "minimize" and result.plan.higher_is_better is True
-    assert result.plan.labels == {"file": "../data/labels.json"}
+    assert result.plan.settings.direction == "minimize" and result.plan.higher_is_better is True
+    assert result.plan.settings.labels == {"file": "../data/labels.json"}
     assert "labels={'file': '../data/labels.json'}," in result.files["cls_autosearch.py"]
     assert "    labels: \"../data/labels.json\"\n" in result.files["run_manifest.yaml"]
-    assert json.loads(result.files["quant_plan.json"])["labels"] == {"file": "../data/labels.json"}
+    assert json.loads(result.files["quant_plan.json"])["settings"]["labels"] == {"file": "../data/labels.json"}
 
 
 def test_labels_are_required_for_top1_and_refused_for_distances(tmp_path: Path) -> None:

@@ -118,10 +118,10 @@ def test_compile_requires_mlflow_only_with_output_mlflow(tmp_path: Path) -> None
     spec = GOLDEN / "mlflow_tracking" / "spec.yaml"
     result = compile_spec(spec, target_env(GOLDEN / "mlflow_tracking"))
     assert result.ok, result.diagnostics
-    assert result.plan.requirements["mlflow-skinny"] == ">=3.1,<4"
-    assert result.plan.mlflow == {"env": "QAS_MLFLOW_URI", "experiment": "tinycnn quantization"}
+    assert result.plan.settings.requirements["mlflow-skinny"] == ">=3.1,<4"
+    assert result.plan.settings.mlflow == {"env": "QAS_MLFLOW_URI", "experiment": "tinycnn quantization"}
     plain = compile_spec(EXAMPLE_DIR / "spec.yaml", target_env(GOLDEN))
-    assert plain.ok and "mlflow-skinny" not in plain.plan.requirements and plain.plan.mlflow is None
+    assert plain.ok and "mlflow-skinny" not in plain.plan.settings.requirements and plain.plan.settings.mlflow is None
     script = next(text for name, text in plain.files.items() if name.endswith("_autosearch.py"))
     assert "mlflow=" not in script  # a spec without tracking compiles to the script it always did
 

@@ -170,4 +170,4 @@ def test_a_spec_using_anchors_within_the_limits_compiles(example_copy: Path) -> 
     result = compile_spec(aliased, target_env(GOLDEN))
     assert result.ok, result.diagnostics
     plain = compile_spec(spec, target_env(GOLDEN))
-    assert result.plan.space_hash == plain.plan.space_hash
+    assert result.plan.settings.space_hash == plain.plan.settings.space_hash

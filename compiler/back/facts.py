@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,10 @@ from compiler.check.intake_facts import analysis
 from compiler.check.resolved import (
     direction,
     engine,
-    heartbeat_and_grace,
-    max_failures,
     merged_space,
-    objectives,
     sample_counts,
-    seconds,
     spec_path,
-    stop,
     storage_kind,
-    tolerance,
     torch_device,
     two_stage,
 )
@@ -36,8 +29,6 @@ from compiler.check.spacemath import with_device
 from compiler.front.model import ReaderSpec, Spec
 from compiler.runtime.contract import STUDY_HASH_CHARS, Engine, script_file, study_file
 from compiler.runtime.sensitivity import base_config, options
-
-DEFAULT_TEMP_DIR = "tmp"  # Quark's scratch folder, inside the output dir, when output.temp_dir is not written
 
 
 def sha256_text(text: str) -> str:
@@ -77,19 +68,14 @@ class Facts:
     two_stage: bool  # the spec's setting, else the preset's
     torch_device: str  # the declared device as torch names it (rocm:N -> cuda:N)
     direction: str  # "minimize" | "maximize"
-    max_failures: int  # the spec's, else contract.DEFAULT_MAX_FAILURES
-    trial_timeout: float | None  # seconds; None: no limit
     study_name: str  # output.study_name or name; engines with space_in_study_name add the space hash
     study_file: str  # file name inside the output dir (storage url: the base name of the local lock files)
     workers: int  # worker processes on this machine (search.workers)
-    # Settings.storage: {"kind": "journal" | "sqlite"} | {"kind": "url", "env", "artifacts", ...}
-    storage: dict[str, Any]
     script_file: str  # file name inside the output dir
     model: Path  # absolute, like every path here
     external_data: Path | None  # the model's sibling external-data file, when there is one
     model_sha256: dict[str, str]  # the model file and its external data, relative to the model's folder -> sha256
     output_dir: Path
-    temp_dir: Path  # output.temp_dir, else DEFAULT_TEMP_DIR inside the output dir
     calibration: ReaderFacts
     eval_data: ReaderFacts | None
     evaluator: Path | None  # the evaluator's file
@@ -97,9 +83,6 @@ class Facts:
     analysis: dict[str, Any]  # model_analysis.json without the sample counts (intake.analysis)
     samples: dict[str, int | None]  # samples per reader; None for a user reader class
     sensitivity: dict[str, Any] | None  # Settings.sensitivity (every option explicit), or None when the spec has none
-    objectives: list[str]  # search.objectives in contract.OBJECTIVES order (["accuracy"] by default)
-    tolerance: dict[str, Any] | None  # resolved.tolerance: {"value", "relative"}
-    stop: dict[str, Any] | None  # resolved.stop, every default applied
 
 
 def study_name(spec: Spec, record: Engine, space_hash: str) -> str:
@@ -116,26 +99,12 @@ def _reader(spec: Spec, r: ReaderSpec, model_facts: dict[str, Any]) -> ReaderFac
     return ReaderFacts(path=spec_path(spec, r.reader.rsplit(":", 1)[0]))
 
 
-def _storage(spec: Spec, output_dir: Path) -> dict[str, Any]:
-    """The storage as Settings reads it; a relative artifacts folder is resolved against the spec and given
-    relative to the output folder (like every path of the settings), an absolute one is kept as written."""
-    kind = storage_kind(spec)
-    if kind != "url":
-        return {"kind": kind}
-    s = spec.storage
-    artifacts = s.artifacts
-    if artifacts is not None and not os.path.isabs(artifacts):
-        artifacts = os.path.relpath(spec_path(spec, artifacts), output_dir).replace(os.sep, "/")
-    heartbeat, grace = heartbeat_and_grace(spec)
-    return {"kind": "url", "env": s.url_env, "artifacts": artifacts, "heartbeat": heartbeat, "grace": grace}
-
-
 def derive(spec: Spec) -> Facts:
     """Every fact lowering needs, computed once; call only after every pass reported no error."""
     record = engine(spec)
     device = torch_device(spec.device)
     space = with_device(merged_space(spec), device)
-    search = spec.keep_float.search if record.sensitivity else None
+    search = spec.keep_float.search if record.supports("sensitivity") else None
     # a searched keep_float prefix is a parameter of the space: a changed one starts a new study
     space_hash = canonical_hash(space if search is None else {"space": space, "keep_float_search": search})
     model_facts = analysis(spec)
@@ -148,18 +117,14 @@ def derive(spec: Spec) -> Facts:
         two_stage=two_stage(spec),
         torch_device=device,
         direction=direction(spec),
-        max_failures=max_failures(spec),
-        trial_timeout=seconds(spec.search.trial_timeout),
         study_name=study_name(spec, record, space_hash),
         study_file=study_file(spec.name, storage_kind(spec)),
         workers=spec.search.workers,
-        storage=_storage(spec, output_dir),
         script_file=script_file(spec.name),
         model=spec_path(spec, spec.model),
         external_data=external_data_path(spec),
         model_sha256=model_contents(spec_path(spec, spec.model), model_facts),
         output_dir=output_dir,
-        temp_dir=spec_path(spec, spec.output.temp_dir) if spec.output.temp_dir else output_dir / DEFAULT_TEMP_DIR,
         calibration=_reader(spec, spec.calibration, model_facts),
         eval_data=_reader(spec, ev.data, model_facts) if ev.data is not None else None,
         evaluator=spec_path(spec, ev.evaluator.rsplit(":", 1)[0]) if ev.evaluator is not None else None,
@@ -167,10 +132,7 @@ def derive(spec: Spec) -> Facts:
         analysis=model_facts,
         samples=sample_counts(spec),
         sensitivity=(sensitivity_settings(spec, space)
-                     if record.sensitivity and spec.keep_float.uses_sensitivity else None),
-        objectives=objectives(spec),
-        tolerance=tolerance(spec),
-        stop=stop(spec),
+                     if record.supports("sensitivity") and spec.keep_float.uses_sensitivity else None),
     )
 
 

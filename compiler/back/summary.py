@@ -16,27 +16,28 @@ ROUGH = ("rough: fitted to CPU runs of three models, fine-tuning included (bench
 
 def plan_summary(plan: Plan) -> dict[str, Any]:
     """Everything a reviewer asks before starting a long search, as plain JSON data."""
-    b, t = plan.budget, plan.time_estimate
+    b, t, s = plan.budget, plan.time_estimate, plan.settings
+    evaluator = s.evaluator or {}
     return {
         "name": plan.name,
-        "engine": plan.engine,
-        "space": {"preset": plan.preset, "sha256": plan.space_hash},
-        "sampler": plan.sampler,
-        "seed": plan.seed,
-        "two_stage": plan.two_stage,
+        "engine": s.engine,
+        "space": {"preset": plan.preset, "sha256": s.space_hash},
+        "sampler": s.sampler,
+        "seed": s.seed,
+        "two_stage": s.two_stage,
         "trials": {"requested": b.requested_trials, "effective": b.effective_trials,
                    "quark_would_run": b.quark_would_run, "grid_configs": b.grid_configs,
                    "models_produced": b.models_produced},
-        "device": plan.device,
-        "metric": plan.metric or f"{plan.evaluator_file}:{plan.evaluator_function}",
-        "higher_is_better": plan.higher_is_better if plan.metric is None or plan.labels is not None else None,
-        "direction": plan.direction,
+        "device": s.device,
+        "metric": s.metric or f"{evaluator.get('file')}:{evaluator.get('function')}",
+        "higher_is_better": plan.higher_is_better if s.metric is None or s.labels is not None else None,
+        "direction": s.direction,
         "objective": _objective(plan),
-        "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": plan.study_db},
-        "workers": plan.workers,
-        "storage": {"kind": plan.storage["kind"], "file": plan.study_db, "url_env": plan.storage.get("env"),
-                    "artifacts": plan.storage.get("artifacts"), "heartbeat_s": plan.storage.get("heartbeat"),
-                    "grace_period_s": plan.storage.get("grace")},
+        "outputs": {"dir": plan.output_dir, "script": plan.script, "study_db": s.study_db},
+        "workers": s.workers,
+        "storage": {"kind": s.storage_kind, "file": s.study_db, "url_env": s.storage.get("env"),
+                    "artifacts": s.storage.get("artifacts"), "heartbeat_s": s.storage.get("heartbeat"),
+                    "grace_period_s": s.storage.get("grace")},
         "launch": {target: {"file": launch["file"], "workers": launch["workers"]}
                    for target, launch in plan.launch.items()},
         "disk": {"estimate_bytes": b.disk_estimate_bytes, "models_bytes": b.disk_estimate_bytes - b.dump_bytes,
@@ -51,7 +52,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
                  "samples_assumed": t.samples_assumed,
                  "rough": ROUGH},
         "environment": plan.environment,
-        "sensitivity": _sensitivity(plan.sensitivity),
+        "sensitivity": _sensitivity(s.sensitivity),
         **_objectives(plan),
     }
 
@@ -71,11 +72,12 @@ def _sensitivity(given: dict[str, Any] | None) -> dict[str, Any] | None:
 def _objectives(plan: Plan) -> dict[str, Any]:
     """objectives, tolerance and stop, when the spec declares them (a plan without them keeps its keys)."""
     out: dict[str, Any] = {}
-    if plan.objectives != ["accuracy"] or plan.tolerance is not None:
-        out["objectives"] = plan.objectives
-        out["tolerance"] = plan.tolerance
-    if plan.stop is not None:
-        out["stop"] = plan.stop
+    s = plan.settings
+    if s.objectives != ["accuracy"] or s.tolerance is not None:
+        out["objectives"] = s.objectives
+        out["tolerance"] = s.tolerance
+    if s.stop is not None:
+        out["stop"] = s.stop
     return out
 
 
@@ -183,10 +185,11 @@ def _storage_text(storage: dict[str, Any]) -> str:
 def _objective(plan: Plan) -> str:
     """What the search's trial values are, in words: a built-in metric against the float model's outputs, or the
     difference from the float model's score that a user evaluator is wired into (F6)."""
-    if plan.labels is not None:  # top1/top5
-        return f"its drop from the float model's {plan.metric} accuracy against the labels (float minus quantized)"
-    if plan.metric is not None:
-        return f"{plan.metric} of each quantized model's outputs against the float model's"
+    s = plan.settings
+    if s.labels is not None:  # top1/top5
+        return f"its drop from the float model's {s.metric} accuracy against the labels (float minus quantized)"
+    if s.metric is not None:
+        return f"{s.metric} of each quantized model's outputs against the float model's"
     if plan.higher_is_better:
         return "its drop from the float model's score (float minus quantized)"
     return "its rise over the float model's score (quantized minus float)"

@@ -102,7 +102,7 @@ def count_budget(spec: Spec) -> Budget:
         else:
             distinct = optuna_distinct(stage_space)
             effective = n if distinct == math.inf else min(n, int(distinct))
-    search = spec.keep_float.search if engine(spec).sensitivity else None
+    search = spec.keep_float.search if engine(spec).supports("sensitivity") else None
     if search is not None and effective:  # one more sampled parameter (the sensitivity pass refuses it elsewhere)
         distinct = math.inf if "coverage" in search else distinct * len(search["top_k"])
         effective = n if distinct == math.inf else min(n, int(distinct))
@@ -146,7 +146,7 @@ def models_on_disk(spec: Spec, produced: int) -> int:
     """The most model files on disk at once: with keep_models pruning, the kept ones + the one being
     scored; plus the winner's copy for an engine that writes best_model.onnx."""
     record = engine(spec)
-    if record.keep_models:
+    if record.supports("keep_models"):
         keep = spec.output.keep_models
         kept = produced if keep == "all" else 1 if keep == "best" else int(keep.split("-", 1)[1])
         produced = min(produced, kept + 1)

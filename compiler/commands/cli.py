@@ -366,13 +366,14 @@ def run_command(
         _report(result, Format.text)
         raise typer.Exit(EXIT_SPEC)
     assert result.out_dir is not None and result.plan is not None
-    if workers is not None and workers > 1 and not ENGINES[result.plan.engine].workers:
-        typer.echo(f"qas: error: engine {result.plan.engine} runs one process (Quark's n_jobs above 1 crashes)\n"
+    settings = result.plan.settings
+    if workers is not None and workers > 1 and not ENGINES[settings.engine].supports("workers"):
+        typer.echo(f"qas: error: engine {settings.engine} runs one process (Quark's n_jobs above 1 crashes)\n"
                    f"  hint: drop --workers, or use engine qas (search.engine: qas) for several workers", err=True)
         raise typer.Exit(EXIT_USAGE)
-    running = lock_holder(result.out_dir / result.plan.study_db)
+    running = lock_holder(result.out_dir / settings.study_db)
     if running is not None:  # refused before anything is written or recorded: that run's files are its own
-        typer.echo(f"qas: error: another search is running on {result.plan.study_db}: {running}; wait for it to "
+        typer.echo(f"qas: error: another search is running on {settings.study_db}: {running}; wait for it to "
                    f"end or stop it", err=True)
         raise typer.Exit(EXIT_USAGE)
     if spec is not None:
@@ -384,7 +385,7 @@ def run_command(
             _report(result, Format.text, refused)
             raise typer.Exit(EXIT_SPEC)
     if workers is not None:  # the plan shown is this run's: --workers replaces the spec's search.workers
-        result.plan = dataclasses.replace(result.plan, workers=workers)
+        result.plan = dataclasses.replace(result.plan, settings=dataclasses.replace(settings, workers=workers))
     _report(result, Format.text)
     script = _display_name(result.out_dir / result.plan.script)
     if not yes:
@@ -467,8 +468,8 @@ def sensitivity_command(
         _report(result, Format.text)
         raise typer.Exit(EXIT_SPEC)
     assert result.out_dir is not None and result.plan is not None
-    if not ENGINES[result.plan.engine].sensitivity:
-        typer.echo(f"qas: error: engine {result.plan.engine} has no sensitivity analysis\n"
+    if not ENGINES[result.plan.settings.engine].supports("sensitivity"):
+        typer.echo(f"qas: error: engine {result.plan.settings.engine} has no sensitivity analysis\n"
                    "  hint: remove search.engine (engine qas runs it)", err=True)
         raise typer.Exit(EXIT_SPEC)
     refused = refuse_overwrites(result.files, result.out_dir, force)

@@ -142,10 +142,12 @@ def _objective_names(out_dir: Path, count: int) -> list[str]:
         plan = json.loads((out_dir / QUANT_PLAN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         plan = {}
-    metric = plan.get("metric") or plan.get("evaluator_function") or "objective"
+    settings = plan.get("settings", {})  # the settings a spec decided: a default is left out
+    metric = settings.get("metric") or (settings.get("evaluator") or {}).get("function") or "objective"
     higher = plan.get("higher_is_better")
     accuracy = metric if higher is None else f"{metric} {'drop' if higher else 'rise'} from the float model"
-    names = [accuracy] + [OBJECTIVE_LABELS.get(o, o) for o in plan.get("objectives", ["accuracy"]) if o != "accuracy"]
+    names = [accuracy] + [OBJECTIVE_LABELS.get(o, o) for o in settings.get("objectives", ["accuracy"])
+                            if o != "accuracy"]
     return names if len(names) == count else [accuracy] + [f"objective {i}" for i in range(1, count)]
 
 

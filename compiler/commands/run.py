@@ -27,6 +27,7 @@ from compiler.runtime.contract import (
     MANIFEST_FILE,
     PARENT_PID_ENV,
     RUN_LOG_FILE,
+    stage_totals,
 )
 
 POLL_SECONDS = 1.0
@@ -74,9 +75,12 @@ def total_trials(manifest: dict[str, Any]) -> int:
     those out of the study)."""
     budget = manifest["budget"]
     engine = ENGINES.get(manifest.get("engine", ""))
-    outside = engine is not None and engine.quark_loop  # Quark runs its grid stage outside the study (F11)
-    grid = 0 if manifest["search"].get("sampler") == "Grid" or outside else budget["grid_configs"]
-    return budget["effective_trials"] + grid
+    search = manifest["search"]
+    grid, sampled = stage_totals(search.get("sampler", ""), bool(search.get("two_stage")), budget["effective_trials"],
+                                 budget["grid_configs"])
+    # Quark's own loop runs a two-stage search's grid stage outside the study (F11); Grid's configurations are in it
+    outside = engine is not None and engine.quark_loop and search.get("sampler") != "Grid"
+    return sampled + (0 if outside else grid)
 
 
 def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:

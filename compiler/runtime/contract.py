@@ -6,7 +6,11 @@ qas_runtime/), so a standalone output folder carries the same contract. Standard
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # settings imports this module
+    from .settings import Settings
 
 # --- Files in an output folder ---------------------------------------------------------------------
 MANIFEST_FILE = "run_manifest.yaml"
@@ -111,49 +115,124 @@ DEFAULT_MARGIN = 0.02  # search.stop.margin: an improvement smaller than this fr
 MULTI_OBJECTIVE_SAMPLERS = ("TPE", "Random", "GPS", "NSGAII", "QMC")  # CmaEs and Grid take one objective only
 
 
-@dataclass(frozen=True)
+def stage_totals(sampler: str, two_stage: bool, effective_trials: int, grid_configs: int) -> tuple[int, int]:
+    """The compiled budget in; (grid configurations, sampler trials) a full run completes out. The one place the
+    stages' totals are computed (the search, `qas run`'s progress and the report read it). With the Grid sampler the
+    budget counts the configurations; a two-stage search has both (no sampler trials without fine-tuning: the budget
+    pass sets effective_trials to 0 then)."""
+    if sampler == "Grid":
+        return effective_trials, 0
+    return (grid_configs if two_stage else 0), effective_trials
+
+
 class Engine:
-    """What one search engine supports, and how its outputs are named."""
+    """A search engine, asked what it supports, how its outputs are named and how it runs (as Optuna's samplers and
+    storages are asked): a subclass sets the class attributes and says why it refuses a feature. Never test an
+    engine's name or flags elsewhere; add a method here."""
 
     name: str
-    entry: str  # the runtime module whose main(settings) runs the search
-    keep_float: bool  # applies keep_float (node lists, op types, subgraphs)
-    keep_models: bool  # prunes models by keep_models
-    max_failures: bool  # goes on after a failing trial, up to max_failures (else the first failure ends it)
-    trial_timeout: bool  # stops a trial that runs past search.trial_timeout
+    entry: str  # the runtime module whose main(settings, role) runs the search
     # storage kinds it can keep its study in ("journal" | "sqlite" | "url"); the first is the default
     storages: tuple[str, ...]
-    workers: bool  # runs several worker processes on one study (search.workers > 1, output.launch)
-    sensitivity: bool  # ranks nodes by sensitivity and searches how many to keep in float (keep_float.search)
-    space_in_study_name: bool  # the study name carries the space hash (a changed space starts a new study)
-    grid_reruns_on_resume: bool  # a two-stage search re-runs its whole grid stage on every start
-    keeps_outputs_in_memory: bool  # scores without Quark's float-output dumps on disk
-    quark_loop: bool  # Quark's own AutoSearchPro.run drives it (its clamp, min-only grid and metric sessions apply)
     writes: tuple[str, ...]  # files the search writes besides the study and the quantized models
     winner: str  # the winner's file name
     grid_winner: str  # the winner's file name when the search is grid-only
-    objectives: bool = False  # search.objectives (latency, size), evaluation.tolerance and the winner rule
-    stop_rules: bool = False  # search.stop (at_tolerance, timeout), honoured by every worker
-    tracking: bool = False  # output.mlflow: each finished trial logged as an MLflow run
+    space_in_study_name = False  # the study name carries the space hash (a changed space starts a new study)
+    grid_reruns_on_resume = False  # a two-stage search re-runs its whole grid stage on every start
+    keeps_outputs_in_memory = False  # scores without Quark's float-output dumps on disk
+    quark_loop = False  # Quark's own AutoSearchPro.run drives it (its clamp, min-only grid and metric sessions apply)
+    # FEATURES it cannot offer -> why, in the words of the QAS326 error; a feature not named here is supported
+    refusals: ClassVar[dict[str, str]] = {}
+
+    def supports(self, feature: str) -> bool:
+        """A name of FEATURES in; whether this engine offers it out."""
+        if feature not in FEATURES:
+            raise KeyError(f"unknown engine feature {feature!r}")
+        return feature not in self.refusals
+
+    def why_not(self, feature: str) -> str:
+        """A feature this engine refuses in; why, as the QAS326 error says it, out."""
+        return self.refusals[feature]
+
+    def unsupported_settings(self) -> tuple[str, ...]:
+        """The Settings fields this engine does not read: compile leaves them at their defaults (the passes refuse a
+        spec that sets them, QAS326)."""
+        return tuple(name for name, feature in SETTING_FEATURES.items() if not self.supports(feature))
+
+    def failures_allowed(self, settings: Settings) -> int:
+        """FAIL trials before the search stops: the settings' max_failures, or 1 when the first failure ends it."""
+        return settings.max_failures if self.supports("max_failures") else 1
+
+    def reruns_grid_on_resume(self, settings: Settings) -> bool:
+        """A resumed run of these settings runs its whole grid stage again."""
+        return settings.two_stage and self.grid_reruns_on_resume
 
     def winner_pattern(self, grid_only: bool) -> str:
         """The winner's file name (a pattern with <trial> or <index>) for this kind of search."""
         return self.grid_winner if grid_only else self.winner
 
+    def run(self, settings: Settings, role: Any) -> int:
+        """Run the search of these settings in this process (launch.main has checked and locked); its exit code."""
+        return importlib.import_module(f".{self.entry}", __package__).main(settings, role)
 
-ENGINES = {
-    "qas": Engine(
-        name="qas", entry="engine_qas", keep_float=True, keep_models=True, max_failures=True, trial_timeout=True,
-        storages=("journal", "url"), workers=True, sensitivity=True, space_in_study_name=True,
-        grid_reruns_on_resume=False, keeps_outputs_in_memory=True, quark_loop=False,
-        writes=(BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE), winner=BEST_MODEL_FILE,
-        grid_winner=BEST_MODEL_FILE, objectives=True, stop_rules=True, tracking=True),
-    "autosearchpro": Engine(
-        name="autosearchpro", entry="engine_autosearchpro", keep_float=False, keep_models=False, max_failures=False,
-        # Quark hard-wires SQLite; its n_jobs > 1 crashes (F2)
-        trial_timeout=False, storages=("sqlite",), workers=False, sensitivity=False,
-        space_in_study_name=False, grid_reruns_on_resume=True, keeps_outputs_in_memory=False, quark_loop=True,
-        writes=(BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE, SEARCH_LOG_FILE),
-        winner="quantized_model_<trial>.onnx", grid_winner="quantized_model<index>.onnx"),
-}
+    def __repr__(self) -> str:
+        return f"<engine {self.name}>"
+
+
+class QasEngine(Engine):
+    """qas's own trial loop over Quark's quantizer: every feature."""
+
+    name = "qas"
+    entry = "engine_qas"
+    storages = ("journal", "url")
+    writes = (BEST_CONFIG_FILE, BEST_MODEL_FILE, SEARCH_LOG_FILE)
+    winner = grid_winner = BEST_MODEL_FILE
+    space_in_study_name = True
+    keeps_outputs_in_memory = True
+
+
+class AutoSearchProEngine(Engine):
+    """Quark's own AutoSearchPro loop: one process, one value, Quark's files."""
+
+    name = "autosearchpro"
+    entry = "engine_autosearchpro"
+    storages = ("sqlite",)  # Quark hard-wires SQLite
+    writes = (BEST_CONFIG_FILE, QUARK_BEST_PARAMS_FILE, QUARK_LOG_FILE, SEARCH_LOG_FILE)
+    winner = "quantized_model_<trial>.onnx"
+    grid_winner = "quantized_model<index>.onnx"
+    grid_reruns_on_resume = True
+    quark_loop = True
+    _ranks_by_one_value = "Quark's AutoSearchPro ranks by one value and runs to its budget"
+    refusals: ClassVar[dict[str, str]] = {
+        "keep_float": "AutoSearchPro excludes at most one node (F7)",
+        "sensitivity": "AutoSearchPro excludes at most one node (F7) and runs no sensitivity analysis",
+        "keep_models": "AutoSearchPro keeps every model",
+        "max_failures": "AutoSearchPro stops at the first failing trial (F10)",
+        "trial_timeout": "AutoSearchPro runs its trials in its own loop",
+        "workers": "Quark's n_jobs above 1 crashes (F2)",
+        "launch": "Quark's AutoSearchPro runs one process (F2)",
+        "objectives": _ranks_by_one_value,
+        "stop_rules": _ranks_by_one_value,
+        "tracking": "Quark's AutoSearchPro runs its own trial loop, with no place to log each trial",
+    }
+
+
+# What an engine may offer (Engine.supports): keep_float node lists, op types and subgraphs; the sensitivity ranking
+# and keep_float.search; keep_models pruning; max_failures (else the first failure ends the search); trial_timeout;
+# several workers on one study; cluster launch files; search.objectives, evaluation.tolerance and the winner rule;
+# search.stop; output.mlflow tracking.
+FEATURES = ("keep_float", "sensitivity", "keep_models", "max_failures", "trial_timeout", "workers", "launch",
+            "objectives", "stop_rules", "tracking")
+# The Settings fields each feature decides: an engine without the feature gets the field's default.
+SETTING_FEATURES = {"max_failures": "max_failures", "trial_timeout": "trial_timeout", "keep_models": "keep_models",
+                    "keep_float": "keep_float", "sensitivity": "sensitivity", "workers": "workers",
+                    "objectives": "objectives", "tolerance": "objectives", "mlflow": "tracking", "stop": "stop_rules"}
+
+
+def engines_supporting(feature: str) -> str:
+    """A feature in; the engines that offer it, as 'qas' or 'a or b', out (for a QAS326 message)."""
+    return " or ".join(name for name, engine in ENGINES.items() if engine.supports(feature))
+
+
+ENGINES: dict[str, Engine] = {engine.name: engine for engine in (QasEngine(), AutoSearchProEngine())}
 DEFAULT_ENGINE = "qas"

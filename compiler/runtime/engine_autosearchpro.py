@@ -135,7 +135,7 @@ def float_score(settings: Settings, searcher: Any | None, study: Any | None) -> 
     return study.user_attrs.get(contract.FLOAT_SCORE_ATTR) if study is not None else None
 
 
-def main(settings: Settings) -> int:
+def main(settings: Settings, role: Any = None) -> int:
     """Run (or resume) Quark's search; the process exit code out."""
     here = settings.here
     os.chdir(here)  # Quark appends quantized_info.csv to the working directory

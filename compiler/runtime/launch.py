@@ -10,7 +10,6 @@ and the terminal shows qas's own lines.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import traceback
@@ -50,10 +49,10 @@ def parse_args(argv: list[str] | None, settings: Settings) -> Role:
         if problem:
             parser.error(problem)
     engine = contract.ENGINES[settings.engine]
-    if not engine.workers and (args.workers > 1 or args.worker):
+    if not engine.supports("workers") and (args.workers > 1 or args.worker):
         parser.error(f"engine {engine.name} runs one process (Quark's n_jobs above 1 crashes); "
                      "use engine qas for several workers")
-    if args.sensitivity and not engine.sensitivity:
+    if args.sensitivity and not engine.supports("sensitivity"):
         parser.error(f"engine {engine.name} has no sensitivity analysis; use engine qas")
     return Role(workers=args.workers, worker=args.worker or args.spawned, index=index, spawned=args.spawned,
                 verbose=args.verbose, sensitivity_only=args.sensitivity)
@@ -80,8 +79,7 @@ def main(settings: Settings, argv: list[str] | None = None) -> int:
     if role.worker:
         set_tag(f"worker {role.index}")
     try:
-        engine = importlib.import_module(f".{contract.ENGINES[settings.engine].entry}", __package__)
-        return engine.main(settings, role) if contract.ENGINES[settings.engine].workers else engine.main(settings)
+        return contract.ENGINES[settings.engine].run(settings, role)
     except KeyboardInterrupt:  # stopped before or after the trial loop (the loop handles its own)
         warn("qas: interrupted; re-run to resume")
         return contract.EXIT_INTERRUPTED

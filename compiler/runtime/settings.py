@@ -9,9 +9,19 @@ from typing import Any
 from . import contract
 
 
-@dataclass(frozen=True)
+def _note(text: str) -> dict[str, str]:
+    """A field's comment in the compiled script (the line above it there)."""
+    return {"note": text}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Every value the spec decided, as compile wrote it; paths are relative to the script's folder."""
+    """Every value the spec decided, as compile wrote it; paths are relative to the script's folder.
+
+    The one declaration of a compiled setting: compile builds this record (compiler/back/script_settings.py) and
+    writes it into the script field by field in this order, leaving out a field whose value is its default (a new key
+    with a default changes only the scripts of specs that set it); quant_plan.json carries the same fields.
+    """
 
     script: str  # the settings script's __file__: the output folder is its folder
     engine: str  # a key of contract.ENGINES
@@ -20,31 +30,44 @@ class Settings:
     device: str  # cpu | cuda:N | rocm:N, never changed
     torch_device: str  # what torch calls it (rocm:N is cuda:N in a ROCm build)
     model: str
-    model_sha256: dict[str, str]  # the model file and its external data, by name in the model's folder -> sha256
+    # the model file and its external data, by name in the model's folder -> sha256
+    model_sha256: dict[str, str] = field(metadata=_note("checked at start: a changed model needs a recompile"))
     # {"folder", "limit"} | {"images", "limit", "input", "preprocess"} | {"file", "class", "args"}
     calibration: dict[str, Any]
-    eval_data: dict[str, Any] | None  # the same kinds; None: the calibration samples are the evaluation samples
+    # the same kinds; None: the calibration samples are the evaluation samples
+    eval_data: dict[str, Any] | None = field(metadata=_note("None: the calibration samples are the evaluation "
+                                                             "samples too"))
     metric: str | None  # a Quark metric against the float outputs, or None with a user evaluator
     evaluator: dict[str, Any] | None  # {"file", "function", "higher_is_better"}
+    # metric top1/top5: each evaluation sample's class index, {"array": name in every .npz sample} | {"file": a .npy
+    # or .json list, relative to the output folder, one entry a sample}; None for every other metric
+    labels: dict[str, Any] | None = field(default=None, metadata=_note("top1/top5: each evaluation sample's class "
+                                                                        "index"))
     direction: str  # minimize | maximize
     sampler: str  # a key of contract.SAMPLER_CLASSES, or "Grid"
     seed: int
     n_trials: int  # the effective budget: complete sampler trials (Grid: configurations)
     two_stage: bool
-    grid_configs: int  # the grid stage's configurations (Quark's generate_all_configs)
+    # the grid stage's configurations (Quark's generate_all_configs)
+    grid_configs: int = field(metadata=_note("the grid stage (Quark's generate_all_configs)"))
     study_name: str
     study_db: str  # file name in the output folder
     resume: bool
     plots: bool
     temp_dir: str
-    requirements: dict[str, str]  # package -> version range the script needs
-    search_space: dict[str, Any]  # Quark's grammar, in Quark's order
     max_failures: int = contract.DEFAULT_MAX_FAILURES
+    # seconds a trial may run before it is stopped and failed
+    trial_timeout: float | None = field(default=None, metadata=_note("seconds; None: no limit"))
     keep_models: str = "all"  # all | best | top-K
-    trial_timeout: float | None = None  # seconds a trial may run before it is stopped and failed
     keep_float: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "op_types": [], "subgraphs": []})
+    # engine qas, when the spec declares it: {"method": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
+    # | "mean", "blocks": {name: [regex]}, "top": bars in the chart, "base": a nested config, "search": None |
+    # {"top_k": [k, ...]} | {"coverage": {"low": f, "high": f}}}; None: the analysis runs only on `--sensitivity`,
+    # with sensitivity.DEFAULTS
+    sensitivity: dict[str, Any] | None = field(default=None, metadata=_note(
+        "ranked once before the search (sensitivity.json, reused while the model, base, data and method are the same)"))
     # worker processes `python <script>` starts on this machine (search.workers; --workers N overrides)
-    workers: int = 1
+    workers: int = field(default=1, metadata=_note("processes on this machine; --workers N overrides"))
     # where the study lives: {"kind": "journal"} (study_db is <name>_study.journal, Optuna's JournalFileBackend: several
     # processes on one machine) | {"kind": "sqlite"} (study_db is <name>_study.db; engine autosearchpro, one process) |
     # {"kind": "url", "env": "QAS_STORAGE_URL", "artifacts": "/shared/dir" or None, "heartbeat": 10.0, "grace": 60.0}
@@ -52,24 +75,24 @@ class Settings:
     # of the local lock files)
     storage: dict[str, Any] = field(default_factory=lambda: {"kind": "sqlite"})
     # engine qas: what each trial's values are, in contract.OBJECTIVES order (["accuracy"]: one value, as before)
-    objectives: list[str] = field(default_factory=lambda: ["accuracy"])
+    objectives: list[str] = field(default_factory=lambda: ["accuracy"],
+                                  metadata=_note("each trial's values, in this order"))
     # evaluation.tolerance: {"value": 0.01, "relative": False} (in the objective's units) | {"value": 0.01,
     # "relative": True} (a fraction of the float model's score, user evaluators only); None: none declared
-    tolerance: dict[str, Any] | None = None
-    # search.stop: {"at_tolerance": bool, "min_trials": int, "patience": int, "margin": float, "timeout": seconds
-    # or None}; None: the search runs to its budget
-    stop: dict[str, Any] | None = None
-    # engine qas, when the spec declares it: {"method": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
-    # | "mean", "blocks": {name: [regex]}, "top": bars in the chart, "base": a nested config, "search": None |
-    # {"top_k": [k, ...]} | {"coverage": {"low": f, "high": f}}}; None: the analysis runs only on `--sensitivity`,
-    # with sensitivity.DEFAULTS
-    sensitivity: dict[str, Any] | None = None
-    # metric top1/top5: each evaluation sample's class index, {"array": name in every .npz sample} | {"file": a .npy
-    # or .json list, relative to the output folder, one entry a sample}; None for every other metric
-    labels: dict[str, Any] | None = None
+    tolerance: dict[str, Any] | None = field(default=None, metadata=_note("relative: a fraction of the float "
+                                                                           "model's score"))
     # output.mlflow: {"env": the variable holding the tracking URI (never the URI), "experiment": name}; None: no
     # tracking
-    mlflow: dict[str, str] | None = None
+    mlflow: dict[str, str] | None = field(default=None, metadata=_note(
+        "each finished trial an MLflow run; the tracking URI is read from env"))
+    # search.stop: {"at_tolerance": bool, "min_trials": int, "patience": int, "margin": float, "timeout": seconds
+    # or None}; None: the search runs to its budget
+    stop: dict[str, Any] | None = field(default=None, metadata=_note("timeout in seconds from the study's first "
+                                                                      "trial"))
+    requirements: dict[str, str]  # package -> version range the script needs
+    # Quark's grammar, in Quark's order
+    search_space: dict[str, Any] = field(metadata=_note("Quark reads the space in insertion order: conditions come "
+                                                         "before the groups that use them."))
 
     @property
     def keep_float_search(self) -> dict[str, Any] | None:
@@ -127,11 +150,12 @@ class Settings:
 
     def stage_totals(self) -> tuple[int, int]:
         """(grid configurations to complete, sampler trials to complete) for this budget."""
-        if self.sampler == "Grid":
-            return self.n_trials, 0
-        if self.two_stage:
-            return self.grid_configs, self.n_trials if self.has_finetune_stage else 0
-        return 0, self.n_trials
+        return contract.stage_totals(self.sampler, self.two_stage, self.n_trials, self.grid_configs)
+
+    @property
+    def grid_only(self) -> bool:
+        """Only grid configurations run: the Grid sampler, or a two-stage search whose space has no fine-tuning."""
+        return self.sampler == "Grid" or (self.two_stage and not self.has_finetune_stage)
 
     @property
     def has_finetune_stage(self) -> bool:

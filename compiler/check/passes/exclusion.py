@@ -2,25 +2,24 @@
 
 Quark's AutoSearchPro excludes a single node at most (QUARK-FACTS F7); engine qas applies node names,
 op types and (start, end) subgraphs as declared, so each name must exist in the model's main graph.
-What each engine supports is its contract record (`runtime.contract.ENGINES`).
+What each engine supports is asked of it (`runtime.contract.Engine.supports`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from compiler.check.engine_support import refused
 from compiler.check.intake_facts import analysis
 from compiler.check.resolved import engine
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import Spec
 from compiler.front.suggest import did_you_mean
-from compiler.runtime.contract import DEFAULT_ENGINE, ENGINES, Engine
 
 
 def check(spec: Spec) -> Iterator[Diagnostic]:
-    record = engine(spec)
-    yield from _unsupported(spec, record)
-    if not record.keep_float or spec.keep_float.empty:
+    yield from _unsupported(spec)
+    if not engine(spec).supports("keep_float") or spec.keep_float.empty:
         return
     nodes = analysis(spec)["nodes"]
     names = [n["name"] for n in nodes]
@@ -46,22 +45,12 @@ def _unknown(kind: str, name: str, known: list[str], at) -> Diagnostic:
                 hint=did_you_mean(name, known) or "see `nodes` in model_analysis.json for the names")
 
 
-def _engines_with(feature: str) -> str:
-    """The engines whose record supports `feature`, as 'qas' or 'a or b'."""
-    return " or ".join(name for name, record in ENGINES.items() if getattr(record, feature))
-
-
-def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
-    hint = f"remove search.engine (the default is {DEFAULT_ENGINE})"
-    if not record.keep_float and not spec.keep_float.empty:
-        yield diag("QAS326", f"keep_float needs engine {_engines_with('keep_float')}: AutoSearchPro excludes at most "
-                             "one node (F7)", spec.keep_float.path, hint=hint, at_key=True)
-    if not record.keep_models and spec.output.keep_models != "all":
-        yield diag("QAS326", f"keep_models needs engine {_engines_with('keep_models')}: AutoSearchPro keeps every "
-                             "model", (*spec.output.path, "keep_models"), hint=hint, at_key=True)
-    if not record.max_failures and spec.search.max_failures is not None:
-        yield diag("QAS326", f"max_failures needs engine {_engines_with('max_failures')}: AutoSearchPro stops at the "
-                             "first failing trial (F10)", (*spec.search.path, "max_failures"), hint=hint, at_key=True)
-    if not record.trial_timeout and spec.search.trial_timeout is not None:
-        yield diag("QAS326", f"trial_timeout needs engine {_engines_with('trial_timeout')}: AutoSearchPro runs its "
-                             "trials in its own loop", (*spec.search.path, "trial_timeout"), hint=hint, at_key=True)
+def _unsupported(spec: Spec) -> Iterator[Diagnostic]:
+    k, search, output = spec.keep_float, spec.search, spec.output
+    for present, feature, what, at in (
+            (not k.empty, "keep_float", "keep_float", k.path),
+            (output.keep_models != "all", "keep_models", "keep_models", (*output.path, "keep_models")),
+            (search.max_failures is not None, "max_failures", "max_failures", (*search.path, "max_failures")),
+            (search.trial_timeout is not None, "trial_timeout", "trial_timeout", (*search.path, "trial_timeout"))):
+        if present and (found := refused(spec, feature, what, at)):
+            yield found

@@ -14,11 +14,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from compiler.check.engine_support import refused
 from compiler.check.intake_facts import analysis
 from compiler.check.resolved import engine, merged_space, two_stage
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import Spec
-from compiler.runtime.contract import DEFAULT_ENGINE, ENGINES
 from compiler.runtime.patterns import RE2_DISTRIBUTION, PatternEngineMissing, PatternError, block_pattern
 
 
@@ -26,13 +26,10 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     k = spec.keep_float
     if not k.uses_sensitivity:
         return
-    if not engine(spec).sensitivity:
-        needs = " or ".join(n for n, r in ENGINES.items() if r.sensitivity)
+    if not engine(spec).supports("sensitivity"):
         for key in ("blocks", "sensitivity", "search"):
-            if getattr(k, key):
-                yield diag("QAS326", f"keep_float.{key} needs engine {needs}: AutoSearchPro excludes at most one node "
-                                     "(F7) and runs no sensitivity analysis", (*k.path, key),
-                           hint=f"remove search.engine (the default is {DEFAULT_ENGINE})", at_key=True)
+            if getattr(k, key) and (found := refused(spec, "sensitivity", f"keep_float.{key}", (*k.path, key))):
+                yield found
         return
     yield from _blocks(spec)
     if k.search is not None:

@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from compiler.check.cluster import pod_path, system_folder
+from compiler.check.engine_support import HINT, refused
 from compiler.check.env_names import owner
 from compiler.check.resolved import device_index, engine, heartbeat_and_grace, spec_path
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import KubernetesSpec, SlurmSpec, Spec
-from compiler.runtime.contract import DEFAULT_ENGINE, ENGINES, Engine
+from compiler.runtime.contract import ENGINES, Engine
 
 URL_HINT = ("add storage: {url_env: QAS_STORAGE_URL} (a PostgreSQL database every worker reaches, its URL in that "
             "environment variable); the default journal file serves workers on one machine only")
@@ -45,34 +46,26 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
             yield from _target(spec, target)
 
 
-def _engines_with(feature: str) -> str:
-    return " or ".join(name for name, record in ENGINES.items() if getattr(record, feature))
-
-
 def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
-    hint = f"remove search.engine (the default is {DEFAULT_ENGINE})"
-    if not record.workers and spec.search.workers > 1:
-        yield diag("QAS326", f"workers > 1 needs engine {_engines_with('workers')}: Quark's n_jobs above 1 crashes "
-                             "(F2)", (*spec.search.path, "workers"), hint=hint, at_key=True)
-    if spec.storage is not None and spec.storage.kind not in record.storages:
-        needs = " or ".join(n for n, r in ENGINES.items() if spec.storage.kind in r.storages)
-        yield diag("QAS326", f"storage needs engine {needs}: Quark's AutoSearchPro keeps its study in SQLite in the "
-                             "output folder", spec.storage.path, hint=hint, at_key=True)
+    search, evaluation, output = spec.search, spec.evaluation, spec.output
     for present, feature, what, at in (
-            (spec.search.objectives is not None, "objectives", "search.objectives", (*spec.search.path, "objectives")),
-            (spec.evaluation.tolerance is not None, "objectives", "evaluation.tolerance",
-             (*spec.evaluation.path, "tolerance")),
-            (spec.search.stop is not None, "stop_rules", "search.stop", (*spec.search.path, "stop"))):
-        if present and not getattr(record, feature):
-            yield diag("QAS326", f"{what} needs engine {_engines_with(feature)}: Quark's AutoSearchPro ranks by one "
-                                 "value and runs to its budget", at, hint=hint, at_key=True)
-    if not record.tracking and spec.output.mlflow is not None:
-        yield diag("QAS326", f"output.mlflow needs engine {_engines_with('tracking')}: Quark's AutoSearchPro runs its "
-                             "own trial loop, with no place to log each trial", (*spec.output.path, "mlflow"),
-                   hint=hint, at_key=True)
-    if not record.workers and not spec.output.launch.empty:
-        yield diag("QAS326", f"output.launch needs engine {_engines_with('workers')}: Quark's AutoSearchPro runs one "
-                             "process (F2)", spec.output.launch.path, hint=hint, at_key=True)
+            (search.workers > 1, "workers", "workers > 1", (*search.path, "workers")),
+            (spec.storage is not None, None, "storage", None),
+            (search.objectives is not None, "objectives", "search.objectives", (*search.path, "objectives")),
+            (evaluation.tolerance is not None, "objectives", "evaluation.tolerance", (*evaluation.path, "tolerance")),
+            (search.stop is not None, "stop_rules", "search.stop", (*search.path, "stop")),
+            (output.mlflow is not None, "tracking", "output.mlflow", (*output.path, "mlflow")),
+            (not output.launch.empty, "launch", "output.launch", output.launch.path)):
+        if not present:
+            continue
+        if feature is None:  # storage: a kind of store, not a feature
+            assert spec.storage is not None
+            if spec.storage.kind not in record.storages:
+                needs = " or ".join(n for n, r in ENGINES.items() if spec.storage.kind in r.storages)
+                yield diag("QAS326", f"storage needs engine {needs}: Quark's AutoSearchPro keeps its study in SQLite "
+                                     "in the output folder", spec.storage.path, hint=HINT, at_key=True)
+        elif found := refused(spec, feature, what, at):
+            yield found
 
 
 def _tracking(spec: Spec) -> Iterator[Diagnostic]:
