@@ -83,3 +83,33 @@ def test_the_search_and_qas_run_count_the_same_trials(case: str) -> None:
     grid, sampled = settings.stage_totals()
     outside = grid if ENGINES[settings.engine].quark_loop and settings.sampler != "Grid" else 0
     assert total_trials(manifest) == grid + sampled - outside
+
+
+# The run manifest's keys that show a setting: checked against the record, so the manifest and the script cannot
+# disagree (engine autosearchpro's max_failures is its own rule: the first failure ends the search).
+MANIFEST_SHOWS = {
+    ("engine",): "engine", ("spec_sha256",): "spec_hash", ("inputs", "model"): "model",
+    ("inputs", "model_sha256"): "model_sha256", ("inputs", "evaluation", "metric"): "metric",
+    ("search", "space_sha256"): "space_hash", ("search", "sampler"): "sampler", ("search", "seed"): "seed",
+    ("search", "two_stage"): "two_stage", ("search", "direction"): "direction", ("search", "device"): "device",
+    ("search", "workers"): "workers", ("budget", "effective_trials"): "n_trials",
+    ("budget", "grid_configs"): "grid_configs", ("budget", "trial_timeout_s"): "trial_timeout",
+    ("budget", "keep_models"): "keep_models", ("requirements",): "requirements",
+    ("outputs", "study", "db"): "study_db", ("outputs", "study", "name"): "study_name",
+    ("outputs", "study", "resume"): "resume", ("outputs", "study", "kind"): "storage_kind",
+}
+
+
+@pytest.mark.parametrize("case", COMPILED_CASES)
+def test_the_run_manifest_shows_the_record_s_values(case: str) -> None:
+    result = compile_spec(REPO / "golden" / case / "spec.yaml", target_env(REPO / "golden" / case))
+    if not result.ok:
+        pytest.skip("a case that stops at a diagnostic writes no manifest")
+    settings = result.plan.settings
+    manifest = YAML(typ="safe").load(result.files["run_manifest.yaml"])
+    for path, name in MANIFEST_SHOWS.items():
+        shown = manifest
+        for key in path:
+            shown = shown[key]
+        assert shown == getattr(settings, name), (path, name)
+    assert manifest["budget"]["max_failures"] == ENGINES[settings.engine].failures_allowed(settings)

@@ -100,7 +100,7 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     return Snapshot(done=len(values), failed=failed, best=best)
 
 
-def load_manifest(out_dir: Path) -> tuple[dict[str, Any], str]:
+def read_compiled_manifest(out_dir: Path) -> tuple[dict[str, Any], str]:
     """The manifest compile wrote (the run block left out), parsed and as text; the caller has just compiled
     or checked it."""
     from ruamel.yaml import YAML
@@ -148,7 +148,7 @@ def _run(out_dir: Path, python: str, console: Any, verbose: bool, workers: int |
         TimeRemainingColumn,
     )
 
-    manifest, _ = load_manifest(out_dir)
+    manifest, _ = read_compiled_manifest(out_dir)
     argv = command(manifest, python) + (["--verbose"] if verbose else []) + (
         ["--workers", str(workers)] if workers is not None else [])
     total = total_trials(manifest)
@@ -237,7 +237,7 @@ def _now() -> str:
 
 def record(out_dir: Path, outcome: Outcome, python: str, report: dict[str, Any] | str) -> str | None:
     """Append (or replace) the run block of run_manifest.yaml; None on success, else why it was not written."""
-    manifest, body = load_manifest(out_dir)
+    manifest, body = read_compiled_manifest(out_dir)
     best = report.get("best") if isinstance(report, dict) else None
     trials = report["trials"] if isinstance(report, dict) else None
     best_config = manifest["outputs"]["best_config"]

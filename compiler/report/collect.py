@@ -62,37 +62,14 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     if direction != manifest["search"]["direction"]:
         notes.append(f"{MANIFEST_FILE} says {manifest['search']['direction']} but the study {direction}s; "
                      f"ranked as the study does")
-    # grid study first, then the main one, and a stable sort: ties rank as the search script ranks them
-    rows = [_Row(t, STAGE_GRID, grid_name) for t in grid_trials] + [
-        _Row(t, STAGE_GRID if t.user_attrs.get(ATTR_STAGE) == STAGE_GRID else STAGE_SAMPLER, facts["name"])
-        for t in main_trials]
+    rows = _rows(grid_trials, grid_name, main_trials, facts["name"], notes)
     numbers = {(r.study, r.trial.number): r.trial for r in rows}
     complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
     ranked = sorted(complete, key=lambda r: _value(r.trial), reverse=direction == "maximize")
     failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get(ATTR_INTERRUPTED)]
-    unstaged = sum(1 for r in rows if r.study == facts["name"] and ATTR_STAGE not in r.trial.user_attrs
-                   and r.trial.state != TrialState.WAITING)  # a queued slot has no stage until a worker runs it
-    if unstaged:
-        notes.append(f"{unstaged} trial(s) carry no stage attribute and are counted as sampler trials")
-    counts = {
-        "complete_sampler": sum(1 for r in complete if r.stage == STAGE_SAMPLER),
-        "complete_grid": sum(1 for r in complete if r.stage == STAGE_GRID),
-        "failed": len(failed),
-        "interrupted": sum(1 for r in rows if r.trial.state == TrialState.FAIL) - len(failed),
-        "running": sum(1 for r in rows if r.trial.state == TrialState.RUNNING),
-        "pruned": sum(1 for r in rows if r.trial.state == TrialState.PRUNED),
-        "waiting": sum(1 for r in rows if r.trial.state == TrialState.WAITING),  # queued slots, not trials run
-        "retried": sum(1 for r in rows if ATTR_RETRIED_FROM in r.trial.user_attrs),
-        "reused": sum(1 for r in complete if ATTR_REUSED_FROM in r.trial.user_attrs),
-        "total": sum(1 for r in rows if r.trial.state != TrialState.WAITING),  # trials run (or running)
-    }
+    counts = _trial_counts(rows, complete, failed)
     alive = _liveness(rows, facts)
-    gone = sum(1 for found in alive.values() if found["alive"] is False)
-    if gone:
-        notes.append(f"{gone} trial(s) left RUNNING by a worker that is gone: the next worker to start takes "
-                     f"{'it' if gone == 1 else 'them'} back (re-run to resume)")
-    if counts["running"] > gone:
-        notes.append(f"{counts['running'] - gone} trial(s) still RUNNING: the search is going on")
+    notes += _running_notes(counts["running"], alive)
     budget, sampler = manifest["budget"], manifest["search"].get("sampler")
     # with sampler Grid the configurations are the trials, and engine qas keeps them in the grid study
     counted = counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid" else counts["complete_sampler"]
@@ -108,19 +85,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         order = {id(t): k for k, t in enumerate(recommended["ranking"])}
         ranked = sorted(complete, key=lambda r: order.get(id(r.trial), len(order)))
     entries = _distinct(ranked)  # each configuration once: a repeat answered from the study is not a runner-up
-    best, agrees = None, False
-    if ranked:
-        top = ranked[0]
-        agrees = saved is not None and _agrees(saved, top, numbers, facts["name"], grid_name if grid else None)
-        best = _best(top, numbers, saved if agrees else None, saved, out_dir)
-        if saved is None:
-            notes.append(f"no {best_config_name}: the search has not written its summary yet")
-        elif not agrees:
-            notes.append(f"{best_config_name} names trial {saved.get('trial_number')} with value "
-                         f"{saved.get('value')}, but the best is {top.stage} trial {top.trial.number} "
-                         f"with value {_value(top.trial)}")
-    else:
-        notes.append("no complete trials yet")
+    best, agrees = _best_of(ranked, saved, numbers, (facts["name"], grid_name if grid else None),
+                            best_config_name, out_dir, notes)
     # importances over the sampler stage's study; over the grid study when only that has trials (sampler Grid)
     source = main if any(r.study == facts["name"] for r in complete) or grid is None else grid
     found, importance_notes = importances(source, [r.trial for r in complete if r.study == source.study_name])
@@ -159,12 +125,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "best_config": best_config_state if best_config_state != "written" else "agrees" if agrees else "disagrees",
         "float_model_bytes": _float_model_bytes(out_dir),
         "durations": _durations([r.trial for r in complete]),
-        "top5": [{"number": r.trial.number, "value": _value(r.trial), "stage": r.stage, "params": r.trial.params,
-                  "score": _score(_value(r.trial), float_score, higher_is_better),
-                  "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": _model_of(r, numbers),
-                  "model_exists": _model_of(r, numbers) is not None and (out_dir / _model_of(r, numbers)).is_file(),
-                  "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM), "repeated_by": repeats,
-                  "duration_s": _duration(r.trial)}
+        "top5": [_top_entry(r, repeats, numbers, float_score, higher_is_better, out_dir)
                  for r, repeats in entries[:TOP_N]],
         "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
                      for r in failed],
@@ -177,6 +138,84 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "notes": notes,
     }
     return report | {"state": search_state(report)}
+
+
+def _rows(grid_trials: list[Any], grid_name: str, main_trials: list[Any], main_name: str,
+          notes: list[str]) -> list[_Row]:
+    """Both studies' trials in; one row each with its stage out, the grid study first (a stable sort then ranks ties
+    as the search script does); main-study trials without a stage are noted and counted as sampler trials."""
+    from optuna.trial import TrialState
+
+    rows = [_Row(t, STAGE_GRID, grid_name) for t in grid_trials] + [
+        _Row(t, STAGE_GRID if t.user_attrs.get(ATTR_STAGE) == STAGE_GRID else STAGE_SAMPLER, main_name)
+        for t in main_trials]
+    unstaged = sum(1 for r in rows if r.study == main_name and ATTR_STAGE not in r.trial.user_attrs
+                   and r.trial.state != TrialState.WAITING)  # a queued slot has no stage until a worker runs it
+    if unstaged:
+        notes.append(f"{unstaged} trial(s) carry no stage attribute and are counted as sampler trials")
+    return rows
+
+
+def _running_notes(running: int, alive: dict[Any, dict[str, Any]]) -> list[str]:
+    """The RUNNING trials and whether their workers live in; what the report should say about them out."""
+    notes = []
+    gone = sum(1 for found in alive.values() if found["alive"] is False)
+    if gone:
+        notes.append(f"{gone} trial(s) left RUNNING by a worker that is gone: the next worker to start takes "
+                     f"{'it' if gone == 1 else 'them'} back (re-run to resume)")
+    if running > gone:
+        notes.append(f"{running - gone} trial(s) still RUNNING: the search is going on")
+    return notes
+
+
+def _trial_counts(rows: list[_Row], complete: list[_Row], failed: list[_Row]) -> dict[str, int]:
+    """The study's rows in; how many trials are in each state (and retried, reused, run) out."""
+    from optuna.trial import TrialState
+
+    return {
+        "complete_sampler": sum(1 for r in complete if r.stage == STAGE_SAMPLER),
+        "complete_grid": sum(1 for r in complete if r.stage == STAGE_GRID),
+        "failed": len(failed),
+        "interrupted": sum(1 for r in rows if r.trial.state == TrialState.FAIL) - len(failed),
+        "running": sum(1 for r in rows if r.trial.state == TrialState.RUNNING),
+        "pruned": sum(1 for r in rows if r.trial.state == TrialState.PRUNED),
+        "waiting": sum(1 for r in rows if r.trial.state == TrialState.WAITING),  # queued slots, not trials run
+        "retried": sum(1 for r in rows if ATTR_RETRIED_FROM in r.trial.user_attrs),
+        "reused": sum(1 for r in complete if ATTR_REUSED_FROM in r.trial.user_attrs),
+        "total": sum(1 for r in rows if r.trial.state != TrialState.WAITING),  # trials run (or running)
+    }
+
+
+def _best_of(ranked: list[_Row], saved: dict[str, Any] | None, numbers: dict[tuple[str, int], Any],
+             studies: tuple[str, str | None], best_config_name: str, out_dir: Path,
+             notes: list[str]) -> tuple[dict[str, Any] | None, bool]:
+    """The ranked complete trials and best_config.json in; the best trial's entry and whether the file agrees with
+    it out (None, False without complete trials); what disagrees is added to `notes`."""
+    if not ranked:
+        notes.append("no complete trials yet")
+        return None, False
+    top = ranked[0]
+    agrees = saved is not None and _agrees(saved, top, numbers, *studies)
+    best = _best(top, numbers, saved if agrees else None, saved, out_dir)
+    if saved is None:
+        notes.append(f"no {best_config_name}: the search has not written its summary yet")
+    elif not agrees:
+        notes.append(f"{best_config_name} names trial {saved.get('trial_number')} with value "
+                     f"{saved.get('value')}, but the best is {top.stage} trial {top.trial.number} "
+                     f"with value {_value(top.trial)}")
+    return best, agrees
+
+
+def _top_entry(r: _Row, repeats: Any, numbers: dict[tuple[str, int], Any], float_score: float | None,
+               higher_is_better: bool | None, out_dir: Path) -> dict[str, Any]:
+    """One distinct configuration of the top 5 in; its report entry out."""
+    model = _model_of(r, numbers)
+    return {"number": r.trial.number, "value": _value(r.trial), "stage": r.stage, "params": r.trial.params,
+            "score": _score(_value(r.trial), float_score, higher_is_better),
+            "config": r.trial.user_attrs.get(ATTR_CONFIG), "model": model,
+            "model_exists": model is not None and (out_dir / model).is_file(),
+            "reused_from": r.trial.user_attrs.get(ATTR_REUSED_FROM), "repeated_by": repeats,
+            "duration_s": _duration(r.trial)}
 
 
 def _liveness(rows: list[_Row], facts: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
