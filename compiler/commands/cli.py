@@ -29,7 +29,7 @@ from compiler.commands.cli_style import CONTEXT_SETTINGS, Command, Group
 from compiler.commands.init import Refused, convert_command, init_spec
 from compiler.commands.out_dir import resolve_out_dir
 from compiler.commands.pipeline import Result, compile_spec
-from compiler.commands.run import manifest_target, record, run_search
+from compiler.commands.run import Outcome, manifest_target, record, run_search
 from compiler.commands.starter import CALIB_LIMIT, DEFAULT_MINUTES, SPEC_FILE, describe_input
 from compiler.diagnostics import Diagnostic, has_errors, summary_line, to_items, to_text
 from compiler.report import build_report, report_text, write_report_files
@@ -38,6 +38,7 @@ from compiler.report.status import status_text
 from compiler.resources import load_schema
 from compiler.runtime.contract import ENGINES, MANIFEST_FILE, RUN_LOG_FILE
 from compiler.runtime.lock import holder as lock_holder
+from compiler.runtime.settings import Settings
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -345,21 +346,7 @@ def run_command(
 
       qas run specs/example/spec.yaml --workers 2          # two worker processes on this machine
     """
-    if target.is_dir():  # an output folder: run what was compiled into it
-        if not (target / MANIFEST_FILE).is_file():
-            typer.echo(f"qas: error: no {MANIFEST_FILE} in {target}\n"
-                       f"  hint: give the spec (qas run SPEC), or compile it into that folder first", err=True)
-            raise typer.Exit(EXIT_USAGE)
-        target = target / MANIFEST_FILE
-    _require_file(target)
-    spec = manifest_target(target)
-    if isinstance(spec, str):
-        typer.echo(f"qas: error: {spec}", err=True)
-        raise typer.Exit(EXIT_USAGE)
-    if spec is not None and not spec.is_file():
-        typer.echo(f"qas: error: {target} was compiled from {_display_name(spec)}, which is not there\n"
-                   f"  hint: run the spec itself: qas run SPEC", err=True)
-        raise typer.Exit(EXIT_USAGE)
+    target, spec = _run_target(target)
     interpreter = python or sys.executable
     result = compile_spec(spec or target, _environment(interpreter, None))
     if not result.ok:
@@ -367,15 +354,7 @@ def run_command(
         raise typer.Exit(EXIT_SPEC)
     assert result.out_dir is not None and result.plan is not None
     settings = result.plan.settings
-    if workers is not None and workers > 1 and not ENGINES[settings.engine].supports("workers"):
-        typer.echo(f"qas: error: engine {settings.engine} runs one process (Quark's n_jobs above 1 crashes)\n"
-                   f"  hint: drop --workers, or use engine qas (search.engine: qas) for several workers", err=True)
-        raise typer.Exit(EXIT_USAGE)
-    running = lock_holder(result.out_dir / settings.study_db)
-    if running is not None:  # refused before anything is written or recorded: that run's files are its own
-        typer.echo(f"qas: error: another search is running on {settings.study_db}: {running}; wait for it to "
-                   f"end or stop it", err=True)
-        raise typer.Exit(EXIT_USAGE)
+    _refuse_to_start(settings, result.out_dir, workers)
     if spec is not None:
         _require_up_to_date(result, target, spec)
     else:
@@ -397,23 +376,63 @@ def run_command(
             typer.echo("qas: not run (pass --yes to run without asking)", err=True)
             raise typer.Exit(EXIT_SPEC)
     outcome = run_search(result.out_dir, interpreter, Console(stderr=True), verbose, workers)
-    report = build_report(result.out_dir)
-    problem = record(result.out_dir, outcome, interpreter, report)
+    _report_run(result.out_dir, outcome, interpreter)
+    raise typer.Exit(shell_exit_code(outcome.exit_code))
+
+
+def _run_target(target: Path) -> tuple[Path, Path | None]:
+    """What `qas run` was given (a spec, a run_manifest.yaml or its folder) in; the file to compile or check and the
+    spec a manifest names (None for a spec) out; a usage error exits."""
+    if target.is_dir():  # an output folder: run what was compiled into it
+        if not (target / MANIFEST_FILE).is_file():
+            typer.echo(f"qas: error: no {MANIFEST_FILE} in {target}\n"
+                       f"  hint: give the spec (qas run SPEC), or compile it into that folder first", err=True)
+            raise typer.Exit(EXIT_USAGE)
+        target = target / MANIFEST_FILE
+    _require_file(target)
+    spec = manifest_target(target)
+    if isinstance(spec, str):
+        typer.echo(f"qas: error: {spec}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    if spec is not None and not spec.is_file():
+        typer.echo(f"qas: error: {target} was compiled from {_display_name(spec)}, which is not there\n"
+                   f"  hint: run the spec itself: qas run SPEC", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    return target, spec
+
+
+def _refuse_to_start(settings: Settings, out_dir: Path, workers: int | None) -> None:
+    """Exit with a usage error before anything is written or recorded when --workers asks more than the engine runs
+    or another search holds the study (that run's files are its own)."""
+    if workers is not None and workers > 1 and not ENGINES[settings.engine].supports("workers"):
+        typer.echo(f"qas: error: engine {settings.engine} runs one process (Quark's n_jobs above 1 crashes)\n"
+                   f"  hint: drop --workers, or use engine qas (search.engine: qas) for several workers", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    running = lock_holder(out_dir / settings.study_db)
+    if running is not None:
+        typer.echo(f"qas: error: another search is running on {settings.study_db}: {running}; wait for it to "
+                   f"end or stop it", err=True)
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _report_run(out_dir: Path, outcome: Outcome, interpreter: str) -> None:
+    """A finished run in; its report printed and written, its outcome recorded in run_manifest.yaml, one closing
+    line out (a step that fails is a warning: the search's own files stand)."""
+    report = build_report(out_dir)
+    problem = record(out_dir, outcome, interpreter, report)
     if problem is not None:
         typer.echo(f"qas: warning: the outcome was not recorded in {MANIFEST_FILE}: {problem}", err=True)
     if isinstance(report, dict):
         sys.stdout.write(report_text(report | {"run_status": outcome.status}))
-        written = write_report_files(report, result.out_dir)
+        written = write_report_files(report, out_dir)
         if isinstance(written, str):
             typer.echo(f"qas: warning: the report files were not written: {written}", err=True)
         else:
-            typer.echo(f"wrote {', '.join(_display_name(result.out_dir / f) for f in written)}", err=True)
+            typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)
     how = (f"killed by {signal.Signals(-outcome.exit_code).name}, exit code {outcome.exit_code}"
            if outcome.exit_code < 0 else f"exit code {outcome.exit_code}")
     typer.echo(f"qas: run {outcome.status} ({how}); recorded in "
-               f"{_display_name(result.out_dir / MANIFEST_FILE)}; log {_display_name(result.out_dir / RUN_LOG_FILE)}",
-               err=True)
-    raise typer.Exit(shell_exit_code(outcome.exit_code))
+               f"{_display_name(out_dir / MANIFEST_FILE)}; log {_display_name(out_dir / RUN_LOG_FILE)}", err=True)
 
 
 def _require_up_to_date(result: Result, manifest: Path, spec: Path) -> None:
