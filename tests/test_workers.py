@@ -313,3 +313,42 @@ def test_the_script_s_worker_bounds_are_the_spec_s() -> None:
 
     walk(schema)
     assert len(found) >= 3 and set(found) == {(1, contract.MAX_WORKERS)}  # search.workers, kubernetes, slurm
+
+
+def test_a_worker_that_loses_a_slot_never_leaves_its_name_on_it(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers claim at once. B has read the waiting slots and is held just before it names one until A has
+    claimed (or 3 s passed); every RUNNING trial must then name the worker that claimed it. Before claims took the
+    slot lock, B wrote its name over A's on the slot A had won, and A's trial looked like B's."""
+    import threading
+
+    search = Search(fake_settings(tmp_path))  # the grid stage's slots are queued
+    storage = search.slots.storage
+    b_read, a_done = threading.Event(), threading.Event()
+    original = storage.set_trial_user_attr
+
+    def named(trial_id: int, key: str, value: Any) -> None:
+        if key == contract.ATTR_WORKER and value == "B" and not b_read.is_set():
+            b_read.set()
+            a_done.wait(3)  # with the slot lock A cannot claim meanwhile, so this runs out
+        original(trial_id, key, value)
+
+    monkeypatch.setattr(storage, "set_trial_user_attr", named)
+    claims: dict[str, Any] = {}
+
+    def claim(name: str, done: threading.Event | None = None) -> None:
+        claims[name] = search.slots.claim(name)
+        if done is not None:
+            done.set()
+
+    b = threading.Thread(target=claim, args=("B",))
+    b.start()
+    assert b_read.wait(30)
+    a = threading.Thread(target=claim, args=("A", a_done))
+    a.start()
+    a.join(30)
+    b.join(30)
+    assert set(claims) == {"A", "B"} and all(claims.values())
+    for name, (_study, trial, _stage) in claims.items():
+        assert storage.get_trial(trial._trial_id).user_attrs[contract.ATTR_WORKER] == name
+    assert claims["A"][1].number != claims["B"][1].number

@@ -37,7 +37,7 @@ class Slots:
     # --- The slot lock ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the slot lock: one worker at a time queues, re-queues or pins."""
+        """Hold the slot lock: one worker at a time claims, queues, re-queues or pins."""
         if self.settings.storage_kind != "url":
             study_path = self.settings.path(self.settings.study_db)
             with FileLock(study_path.with_name(study_path.name + ".slots")):
@@ -52,25 +52,30 @@ class Slots:
 
     # --- Claiming -----------------------------------------------------------------------------------
     def claim(self, worker: str) -> tuple[Any, Any, str] | None:
-        """(study, trial, stage) of a slot this worker now owns (grid slots first), or None when none waits."""
-        for study, stage in ((self.grid_study, contract.STAGE_GRID), (self.sampler_study, contract.STAGE_SAMPLER)):
-            if study is self.sampler_study and self._sampler_in_hand(None) >= self.settings.stage_totals()[1]:
-                continue  # the budget is complete or in hand (it may have been lowered since slots were queued)
-            for waiting in study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.WAITING,)):
-                # Named before the claim, so no RUNNING trial is ever without a worker; a worker that loses the
-                # race may leave its name until the winner writes its own just after (both are alive then).
-                self.storage.set_trial_user_attr(waiting._trial_id, contract.ATTR_WORKER, worker)
-                try:  # WAITING -> RUNNING succeeds for one worker only
-                    if not self.storage.set_trial_state_values(waiting._trial_id,
-                                                               state=self.optuna.trial.TrialState.RUNNING):
+        """(study, trial, stage) of a slot this worker now owns (grid slots first), or None when none waits.
+
+        Claimed under the slot lock, one worker at a time: without it a worker that lost the race for a slot could
+        write its name over the winner's after the winner's last write, and a killed winner's trial then looked
+        like a live worker's (seen under load: the trial was taken back only by the heartbeat grace period, and on
+        a journal not at all)."""
+        with self.lock():
+            for study, stage in ((self.grid_study, contract.STAGE_GRID),
+                                 (self.sampler_study, contract.STAGE_SAMPLER)):
+                if study is self.sampler_study and self._sampler_in_hand(None) >= self.settings.stage_totals()[1]:
+                    continue  # the budget is complete or in hand (it may have been lowered since slots were queued)
+                for waiting in study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.WAITING,)):
+                    # Named before the claim, so no RUNNING trial is ever without a worker.
+                    self.storage.set_trial_user_attr(waiting._trial_id, contract.ATTR_WORKER, worker)
+                    try:  # WAITING -> RUNNING
+                        if not self.storage.set_trial_state_values(waiting._trial_id,
+                                                                   state=self.optuna.trial.TrialState.RUNNING):
+                            continue
+                    except self.optuna.exceptions.UpdateFinishedTrialError:
                         continue
-                except self.optuna.exceptions.UpdateFinishedTrialError:
-                    continue
-                self.storage.set_trial_user_attr(waiting._trial_id, contract.ATTR_WORKER, worker)
-                # What Study.ask does after popping a queued trial: drop the study's per-ask trial cache, so
-                # the sampler sees the trials other workers finished meanwhile.
-                study._thread_local.cached_all_trials = None
-                return study, self.optuna.Trial(study, waiting._trial_id), stage
+                    # What Study.ask does after popping a queued trial: drop the study's per-ask trial cache, so
+                    # the sampler sees the trials other workers finished meanwhile.
+                    study._thread_local.cached_all_trials = None
+                    return study, self.optuna.Trial(study, waiting._trial_id), stage
         return None
 
     def _sampler_in_hand(self, mine: Any) -> int:
