@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from compiler.back.script_settings import default, non_default
-from compiler.commands.pipeline import compile_spec
+from compiler.commands.pipeline import Result, compile_spec
 from compiler.commands.run import total_trials
 from compiler.runtime.contract import ENGINES
 from compiler.runtime.settings import Settings
@@ -21,6 +21,13 @@ from .conftest import EXAMPLE_DIR, REPO, target_env
 
 COMPILED_CASES = sorted(p.parent.name for p in (REPO / "golden").glob("*/spec.yaml")
                         if not p.parent.name.startswith("err_"))
+
+
+def compiled_case(case: str) -> Result:
+    """A golden case that compiles (no err_ case) in; its compile result out."""
+    result = compile_spec(REPO / "golden" / case / "spec.yaml", target_env(REPO / "golden" / case))
+    assert result.ok, result.diagnostics
+    return result
 
 
 def script_settings(script: str, name: str) -> Settings:
@@ -33,9 +40,7 @@ def script_settings(script: str, name: str) -> Settings:
 
 @pytest.mark.parametrize("case", COMPILED_CASES)
 def test_the_script_and_quant_plan_hold_the_compiled_record(case: str) -> None:
-    result = compile_spec(REPO / "golden" / case / "spec.yaml", target_env(REPO / "golden" / case))
-    if not result.ok:
-        pytest.skip("a case that stops at a diagnostic writes no script")
+    result = compiled_case(case)
     settings = result.plan.settings
     assert script_settings(result.files[result.plan.script], settings.script) == settings
     written = json.loads(result.files["quant_plan.json"])["settings"]
@@ -75,9 +80,7 @@ def test_every_setting_either_has_a_default_or_is_always_written() -> None:
 
 @pytest.mark.parametrize("case", COMPILED_CASES)
 def test_the_search_and_qas_run_count_the_same_trials(case: str) -> None:
-    result = compile_spec(REPO / "golden" / case / "spec.yaml", target_env(REPO / "golden" / case))
-    if not result.ok:
-        pytest.skip("a case that stops at a diagnostic writes no script")
+    result = compiled_case(case)
     settings = result.plan.settings
     manifest = YAML(typ="safe").load(result.files["run_manifest.yaml"])
     grid, sampled = settings.stage_totals()
@@ -102,9 +105,7 @@ MANIFEST_SHOWS = {
 
 @pytest.mark.parametrize("case", COMPILED_CASES)
 def test_the_run_manifest_shows_the_record_s_values(case: str) -> None:
-    result = compile_spec(REPO / "golden" / case / "spec.yaml", target_env(REPO / "golden" / case))
-    if not result.ok:
-        pytest.skip("a case that stops at a diagnostic writes no manifest")
+    result = compiled_case(case)
     settings = result.plan.settings
     manifest = YAML(typ="safe").load(result.files["run_manifest.yaml"])
     for path, name in MANIFEST_SHOWS.items():
