@@ -116,25 +116,29 @@ def build_settings(spec: Spec, facts: Facts) -> Settings:
     return dataclasses.replace(built, **{name: default(name) for name in facts.engine.unsupported_settings()})
 
 
+_NO_DEFAULT = object()
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    """A Settings field in; its default (a fresh one for a default factory) out, or _NO_DEFAULT."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return _NO_DEFAULT if f.default is dataclasses.MISSING else f.default
+
+
 def default(name: str) -> Any:
     """A Settings field's name in; its default value out (a fresh one for a default factory)."""
-    found = {f.name: f for f in dataclasses.fields(Settings)}[name]
-    if found.default_factory is not dataclasses.MISSING:
-        return found.default_factory()
-    if found.default is dataclasses.MISSING:
+    found = _default_of(Settings.__dataclass_fields__[name])
+    if found is _NO_DEFAULT:
         raise ValueError(f"Settings.{name} has no default")
-    return found.default
+    return found
 
 
 def non_default(settings: Settings) -> list[tuple[dataclasses.Field, Any]]:
-    """Settings in; each field whose value is not its default, with the value, in declaration order out."""
-    out = []
-    for f in dataclasses.fields(Settings):
-        value = getattr(settings, f.name)
-        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        if not has_default or value != default(f.name):
-            out.append((f, value))
-    return out
+    """Settings in; each field whose value is not its default (or that has none), with the value, in declaration
+    order out."""
+    return [(f, getattr(settings, f.name)) for f in dataclasses.fields(Settings)
+            if getattr(settings, f.name) != _default_of(f)]
 
 
 def settings_json(settings: Settings) -> dict[str, Any]:

@@ -117,7 +117,7 @@ MULTI_OBJECTIVE_SAMPLERS = ("TPE", "Random", "GPS", "NSGAII", "QMC")  # CmaEs an
 
 def stage_totals(sampler: str, two_stage: bool, effective_trials: int, grid_configs: int) -> tuple[int, int]:
     """The compiled budget in; (grid configurations, sampler trials) a full run completes out. The one place the
-    stages' totals are computed (the search, `qas run`'s progress and the report read it). With the Grid sampler the
+    stages' totals are computed (the search and `qas run`'s progress read it). With the Grid sampler the
     budget counts the configurations; a two-stage search has both (no sampler trials without fine-tuning: the budget
     pass sets effective_trials to 0 then)."""
     if sampler == "Grid":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compiler.check.engine_support import refused
+from compiler.check.engine_support import refusals
 from compiler.check.intake_facts import analysis
 from compiler.check.resolved import engine
 from compiler.diagnostics import Diagnostic, diag
@@ -47,10 +47,8 @@ def _unknown(kind: str, name: str, known: list[str], at) -> Diagnostic:
 
 def _unsupported(spec: Spec) -> Iterator[Diagnostic]:
     k, search, output = spec.keep_float, spec.search, spec.output
-    for present, feature, what, at in (
-            (not k.empty, "keep_float", "keep_float", k.path),
-            (output.keep_models != "all", "keep_models", "keep_models", (*output.path, "keep_models")),
-            (search.max_failures is not None, "max_failures", "max_failures", (*search.path, "max_failures")),
-            (search.trial_timeout is not None, "trial_timeout", "trial_timeout", (*search.path, "trial_timeout"))):
-        if present and (found := refused(spec, feature, what, at)):
-            yield found
+    yield from refusals(spec, (
+        (not k.empty, "keep_float", "keep_float", k.path),
+        (output.keep_models != "all", "keep_models", "keep_models", (*output.path, "keep_models")),
+        (search.max_failures is not None, "max_failures", "max_failures", (*search.path, "max_failures")),
+        (search.trial_timeout is not None, "trial_timeout", "trial_timeout", (*search.path, "trial_timeout"))))

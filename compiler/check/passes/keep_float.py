@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from compiler.check.engine_support import refused
+from compiler.check.engine_support import refusals
 from compiler.check.intake_facts import analysis
 from compiler.check.resolved import engine, merged_space, two_stage
 from compiler.diagnostics import Diagnostic, diag
@@ -27,9 +27,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     if not k.uses_sensitivity:
         return
     if not engine(spec).supports("sensitivity"):
-        for key in ("blocks", "sensitivity", "search"):
-            if getattr(k, key) and (found := refused(spec, "sensitivity", f"keep_float.{key}", (*k.path, key))):
-                yield found
+        yield from refusals(spec, ((bool(getattr(k, key)), "sensitivity", f"keep_float.{key}", (*k.path, key))
+                                   for key in ("blocks", "sensitivity", "search")))
         return
     yield from _blocks(spec)
     if k.search is not None:

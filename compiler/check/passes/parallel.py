@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from compiler.check.cluster import pod_path, system_folder
-from compiler.check.engine_support import HINT, refused
+from compiler.check.engine_support import HINT, refusals
 from compiler.check.env_names import owner
 from compiler.check.resolved import device_index, engine, heartbeat_and_grace, spec_path
 from compiler.diagnostics import Diagnostic, diag
@@ -48,24 +48,17 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
 
 def _unsupported(spec: Spec, record: Engine) -> Iterator[Diagnostic]:
     search, evaluation, output = spec.search, spec.evaluation, spec.output
-    for present, feature, what, at in (
-            (search.workers > 1, "workers", "workers > 1", (*search.path, "workers")),
-            (spec.storage is not None, None, "storage", None),
-            (search.objectives is not None, "objectives", "search.objectives", (*search.path, "objectives")),
-            (evaluation.tolerance is not None, "objectives", "evaluation.tolerance", (*evaluation.path, "tolerance")),
-            (search.stop is not None, "stop_rules", "search.stop", (*search.path, "stop")),
-            (output.mlflow is not None, "tracking", "output.mlflow", (*output.path, "mlflow")),
-            (not output.launch.empty, "launch", "output.launch", output.launch.path)):
-        if not present:
-            continue
-        if feature is None:  # storage: a kind of store, not a feature
-            assert spec.storage is not None
-            if spec.storage.kind not in record.storages:
-                needs = " or ".join(n for n, r in ENGINES.items() if spec.storage.kind in r.storages)
-                yield diag("QAS326", f"storage needs engine {needs}: Quark's AutoSearchPro keeps its study in SQLite "
-                                     "in the output folder", spec.storage.path, hint=HINT, at_key=True)
-        elif found := refused(spec, feature, what, at):
-            yield found
+    if spec.storage is not None and spec.storage.kind not in record.storages:  # a kind of store, not a feature
+        needs = " or ".join(n for n, r in ENGINES.items() if spec.storage.kind in r.storages)
+        yield diag("QAS326", f"storage needs engine {needs}: Quark's AutoSearchPro keeps its study in SQLite in the "
+                             "output folder", spec.storage.path, hint=HINT, at_key=True)
+    yield from refusals(spec, (
+        (search.workers > 1, "workers", "workers > 1", (*search.path, "workers")),
+        (search.objectives is not None, "objectives", "search.objectives", (*search.path, "objectives")),
+        (evaluation.tolerance is not None, "objectives", "evaluation.tolerance", (*evaluation.path, "tolerance")),
+        (search.stop is not None, "stop_rules", "search.stop", (*search.path, "stop")),
+        (output.mlflow is not None, "tracking", "output.mlflow", (*output.path, "mlflow")),
+        (not output.launch.empty, "launch", "output.launch", output.launch.path)))
 
 
 def _tracking(spec: Spec) -> Iterator[Diagnostic]:
