@@ -19,6 +19,7 @@ from compiler.back.script_settings import non_default
 from compiler.resources import runtime_files, templates_dir
 from compiler.runtime import contract
 from compiler.runtime.contract import (
+    CALIBRATION_CACHE_DIR,
     ENGINES,
     MANIFEST_FILE,
     MODEL_ANALYSIS_FILE,
@@ -116,6 +117,8 @@ def search_outputs(plan: Plan, winner: str) -> list[str]:
     engine = ENGINES[s.engine]
     study = [] if s.storage_kind == "url" else [s.study_db]  # a database: no study file here
     extra = [SENSITIVITY_FILE] if s.keep_float_search else []  # the ranking the trials read
+    if s.calibration_cache:
+        extra.append(CALIBRATION_CACHE_DIR + "/")
     if s.multi_objective:
         extra.append(PARETO_FILE)
     return list(dict.fromkeys([*study, *engine.writes, *extra, winner]))

@@ -100,6 +100,8 @@ def build_settings(spec: Spec, facts: Facts) -> Settings:
         max_failures=max_failures(spec),
         trial_timeout=seconds(spec.search.trial_timeout),
         keep_models=spec.output.keep_models,
+        calibration_cache=spec.search.calibration_cache is not False,
+        prune=spec.search.prune,
         keep_float={"nodes": list(spec.keep_float.nodes), "op_types": list(spec.keep_float.op_types),
                     "subgraphs": [list(p) for p in spec.keep_float.subgraphs]},
         sensitivity=facts.sensitivity,

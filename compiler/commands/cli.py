@@ -29,7 +29,7 @@ from compiler.commands.cli_style import CONTEXT_SETTINGS, Command, Group
 from compiler.commands.init import Refused, convert_command, init_spec
 from compiler.commands.out_dir import resolve_out_dir
 from compiler.commands.pipeline import Result, compile_spec
-from compiler.commands.run import Outcome, manifest_target, record, run_search
+from compiler.commands.run import Outcome, manifest_target, measured_estimate, record, run_search
 from compiler.commands.starter import CALIB_LIMIT, DEFAULT_MINUTES, SPEC_FILE, describe_input
 from compiler.diagnostics import Diagnostic, has_errors, summary_line, to_items, to_text
 from compiler.report import build_report, report_text, write_report_files
@@ -366,6 +366,9 @@ def run_command(
     if workers is not None:  # the plan shown is this run's: --workers replaces the spec's search.workers
         result.plan = dataclasses.replace(result.plan, settings=dataclasses.replace(settings, workers=workers))
     _report(result, Format.text)
+    measured = measured_estimate(result.out_dir, result.plan.settings.workers)
+    if measured is not None:  # a resume: the study's own steps say more than the plan's model
+        typer.echo(measured)
     script = _display_name(result.out_dir / result.plan.script)
     if not yes:
         try:

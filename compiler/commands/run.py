@@ -39,7 +39,7 @@ STOP_SECONDS = 120.0  # after Ctrl-C: how long the child gets to finish the tria
 class Snapshot:
     """How far the search is, read from its study."""
 
-    done: int  # complete trials, both stages
+    done: int  # complete trials, both stages, and pruned ones (search.prune: they count toward the budget)
     failed: int  # FAIL trials that were not Ctrl-C
     best: float | None
 
@@ -97,7 +97,25 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     values = [t.values[0] for t in trials if t.state == TrialState.COMPLETE]
     best = (max if manifest["search"]["direction"] == "maximize" else min)(values) if values else None
     failed = sum(1 for t in trials if t.state == TrialState.FAIL and not t.user_attrs.get(ATTR_INTERRUPTED))
-    return Snapshot(done=len(values), failed=failed, best=best)
+    pruned = sum(1 for t in trials if t.state == TrialState.PRUNED)
+    return Snapshot(done=len(values) + pruned, failed=failed, best=best)
+
+
+def measured_estimate(out_dir: Path, workers: int) -> str | None:
+    """A search with trials already recorded (a resume, or a study other workers are running) in; the time left by
+    the measured median trial (its recorded steps) out, as the plan's line; None for a new search."""
+    from compiler.back.cost import duration
+    from compiler.report import build_report
+
+    report = build_report(out_dir)
+    if isinstance(report, str) or not report.get("cost"):
+        return None
+    cost, trials, budget = report["cost"], report["trials"], report["budget"]
+    done = trials["complete_sampler"] + trials["pruned"] + trials["complete_grid"]
+    left = max(budget["effective_trials"] + budget["grid_configs"] - done, 0)
+    seconds = left * cost["trial_median_s"] / max(workers, 1)
+    return (f"  measured    {cost['quantizations']} trial(s) quantized so far, median {cost['trial_median_s']:.3g} s "
+            f"a trial ({cost['calibrations']} calibrated); about {duration(seconds)} for the {left} left")
 
 
 def read_compiled_manifest(out_dir: Path) -> tuple[dict[str, Any], str]:

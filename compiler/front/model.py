@@ -81,6 +81,8 @@ class SearchSpec:
     engine: str = DEFAULT_ENGINE  # "qas" (qas's own Optuna loop) | "autosearchpro" (Quark's run())
     max_failures: int | None = None  # None: contract.DEFAULT_MAX_FAILURES (resolved.max_failures applies it)
     trial_timeout: float | str | None = None  # seconds, or "90s" / "10m" / "2h"; None: no limit
+    calibration_cache: bool | None = None  # None: as written nowhere (on for engine qas)
+    prune: str | None = None  # "wilcoxon"; None: every trial scored on every sample
     workers: int = 1  # worker processes `python <script>` starts on this machine
     objectives: tuple[str, ...] | None = None  # as written; None: accuracy alone
     stop: StopSpec | None = None
@@ -248,7 +250,8 @@ def build(data: dict[str, Any], file: Path, text: str) -> Spec:
         override=s.get("override"), sampler=s.get("sampler", "TPE"), seed=s.get("seed", 0),
         allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
         engine=s.get("engine", DEFAULT_ENGINE), max_failures=s.get("max_failures"),
-        trial_timeout=s.get("trial_timeout"), workers=s.get("workers", 1),
+        trial_timeout=s.get("trial_timeout"), calibration_cache=s.get("calibration_cache"), prune=s.get("prune"),
+        workers=s.get("workers", 1),
         objectives=tuple(s["objectives"]) if "objectives" in s else None,
         stop=StopSpec(path=("search", "stop"), **s["stop"]) if "stop" in s else None,
     )

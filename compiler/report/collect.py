@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from compiler.report.manifest import first_line, load_manifest
 from compiler.report.status import search_state
 from compiler.report.studies import heartbeat_ages, importances, load_studies
+from compiler.report.trial_costs import cost_section
 from compiler.report.winner import objectives_view, recommend, stopped_record
 from compiler.runtime.contract import (
     ATTR_CONFIG,
@@ -24,7 +25,9 @@ from compiler.runtime.contract import (
     ATTR_MODEL,
     ATTR_RETRIED_FROM,
     ATTR_REUSED_FROM,
+    ATTR_SAMPLES_SEEN,
     ATTR_STAGE,
+    ATTR_STEPS,
     ATTR_WORKER,
     BEST_CONFIG_FILE,
     ENGINES,
@@ -72,7 +75,9 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     notes += _running_notes(counts["running"], alive)
     budget, sampler = manifest["budget"], manifest["search"].get("sampler")
     # with sampler Grid the configurations are the trials, and engine qas keeps them in the grid study
-    counted = counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid" else counts["complete_sampler"]
+    # pruned trials (search.prune: sampler trials only) count toward the budget, as in the search
+    counted = (counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid"
+               else counts["complete_sampler"] + counts["pruned"])
 
     best_config_name = manifest["outputs"].get("best_config", BEST_CONFIG_FILE)
     saved = _load_json(out_dir / best_config_name)
@@ -125,6 +130,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "best_config": best_config_state if best_config_state != "written" else "agrees" if agrees else "disagrees",
         "float_model_bytes": _float_model_bytes(out_dir),
         "durations": _durations([r.trial for r in complete]),
+        "cost": cost_section([r.trial for r in rows if r.trial.state in (TrialState.COMPLETE, TrialState.PRUNED)],
+                             main.user_attrs),
         "top5": [_top_entry(r, repeats, numbers, float_score, higher_is_better, out_dir)
                  for r, repeats in entries[:TOP_N]],
         "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
@@ -273,7 +280,7 @@ def _trial_row(r: _Row, numbers: dict[tuple[str, int], Any]) -> dict[str, Any]:
             "retried_from": a.get(ATTR_RETRIED_FROM), "interrupted": bool(a.get(ATTR_INTERRUPTED)),
             "error": a.get(ATTR_ERROR),
             "started": r.trial.datetime_start.isoformat(timespec="seconds") if r.trial.datetime_start else None,
-            "duration_s": _duration(r.trial)}
+            "duration_s": _duration(r.trial), "steps": a.get(ATTR_STEPS), "samples_seen": a.get(ATTR_SAMPLES_SEEN)}
 
 
 def _duration(trial: Any) -> float | None:

@@ -50,6 +50,9 @@ def status_text(r: dict[str, Any], now: datetime | None = None) -> str:
         progress = f"{t['complete_grid'] + t['complete_sampler']} of {b['effective_trials']} grid configs"
     else:
         progress = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials"
+        if t.get("pruned"):  # search.prune: pruned trials count toward the budget
+            progress = (f"{t['complete_sampler'] + t['pruned']} of {b['effective_trials']} sampler trials "
+                        f"({t['pruned']} pruned)")
         if b["grid_configs"]:
             progress += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
     state = r.get("state") or search_state(r)

@@ -25,6 +25,9 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         trials = f"{t['complete_sampler'] + t['complete_grid']} of {b['effective_trials']} grid configs complete"
     else:
         trials = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials complete"
+        if t.get("pruned"):  # search.prune: pruned trials count toward the budget
+            trials = (f"{t['complete_sampler'] + t['pruned']} of {b['effective_trials']} sampler trials done "
+                      f"({t['complete_sampler']} complete, {t['pruned']} pruned)")
         if r.get("grid_outside_study") and b["grid_configs"]:
             trials += f", the {b['grid_configs']}-config grid stage run by Quark outside the study"
         elif b["grid_configs"] or t["complete_grid"]:
@@ -32,7 +35,7 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
     stopped = r.get("stopped")
     trials += (f" (stopped: {stopped['reason']})" if stopped else " (budget reached)" if r["budget_reached"]
                else " (budget NOT reached)")
-    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running", "pruned") if t.get(k)]
+    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running") if t.get(k)]
     trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials run"  # queued slots are not trials
     if t.get("waiting"):
         trials += f", {t['waiting']} slot(s) queued, not yet run"
@@ -71,6 +74,8 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         facts.append(("best", "none: no trial has completed"))
     if r.get("durations"):
         facts.append(("trial time", _durations(r["durations"])))
+    if r.get("cost"):
+        facts += _cost_facts(r["cost"])
     if stopped:
         facts.append(("stopped", f"{stopped['reason']}: {stopped.get('detail', '')} (at {stopped.get('at', '?')})"))
     facts += _objective_facts(r.get("objectives"))
@@ -173,6 +178,18 @@ def _durations(d: dict[str, Any]) -> str:
     """The complete trials' wall times in a line: median, range, total."""
     return (f"median {_seconds(d['median_s'])} a trial ({_seconds(d['min_s'])} to {_seconds(d['max_s'])}), "
             f"{_seconds(d['total_s'])} over {d['count']} complete trial{'s' if d['count'] != 1 else ''}")
+
+
+def _cost_facts(cost: dict[str, Any]) -> list[tuple[str, str]]:
+    """The cost section in; a line for the median trial's steps (and its ratio to the floor) and one for the counts."""
+    steps = ", ".join(f"{name.removesuffix('_s')} {_seconds(value)}" for name, value in cost["steps"].items() if value)
+    floor = cost["floor_s"]
+    ratio = f"; {cost['trial_median_s'] / floor:.1f}x the floor of {_seconds(floor)}" if floor else ""
+    counts = (f"{cost['quantizations']} quantized, {cost['calibrations']} calibrated"
+              + (f", {cost['inferences']} evaluation inferences" if cost["inferences"] is not None else "")
+              + (f", {cost['pruned']} pruned saving {cost['inferences_saved']}" if cost["pruned"] else ""))
+    return [("trial cost", f"median {_seconds(cost['trial_median_s'])} ({steps or 'no step timed'}){ratio}"),
+            ("work", counts)]
 
 
 def _beside_float(size: int | None, float_size: int | None, gb: Any) -> str:

@@ -24,6 +24,7 @@ SEARCH_LOG_FILE = "search.log"  # the script's library output (Quark, onnxruntim
 STAGE2_SPACE_FILE = "qas_sampler_space.json"  # engine autosearchpro: the sampler stage's space
 QUARK_BEST_PARAMS_FILE = "best_params.json"  # written by Quark's AutoSearchPro only
 QUARK_LOG_FILE = "auto_search.log"  # written by Quark's AutoSearchPro only
+CALIBRATION_CACHE_DIR = "calibration_cache"  # engine qas: one activation-range file per range key
 SENSITIVITY_FILE = "sensitivity.json"  # engine qas: the sensitivity ranking (and its cache key)
 PLOTS_DIR = "report"  # the plots (output.plots and `qas report`) and the one plotly.min.js they share
 PARETO_FILE = "pareto.json"  # engine qas with search.objectives: the Pareto front of the complete trials
@@ -56,6 +57,9 @@ FLOAT_SCORE_ATTR = "float_score"
 TASK_METRICS = {"top1": 1, "top5": 5}
 FLOAT_LATENCY_ATTR = "float_latency"  # sampler-study attribute: the float model's latency record (latency.py)
 FLOAT_SIZE_ATTR = "float_size"  # sampler-study attribute: the float model's bytes (file plus external data)
+# sampler-study attribute (search.prune): the evaluation samples' indices, hardest first (pruning.py)
+EVALUATION_ORDER_ATTR = "evaluation_order"
+FLOOR_ATTR = "floor"  # sampler-study attribute: the cost floor's float pass and sample counts (floor.py)
 # sampler-study attribute: {"reason": "tolerance" | "timeout", "at": ISO time, ...}, written once under the slot
 # lock when a stop rule fires; every worker reads it before claiming a slot, and the search counts as ended
 STOPPED_ATTR = "stopped"
@@ -80,6 +84,12 @@ ATTR_RETRIED_FROM = "retried_from"  # a slot queued again for a trial whose work
 ATTR_WITHIN_TOLERANCE = "within_tolerance"  # with evaluation.tolerance: the trial's loss is within it (bool)
 ATTR_LATENCY = "latency"  # with the latency objective: {"median_ms", "spread_ms", "ratio", "rounds", ...} (latency.py)
 ATTR_SIZE = "size_bytes"  # with the size objective: the model file plus its external data, in bytes
+# where a quantized trial's time went, seconds: {"calibrate_s", "quantize_s", "finetune_s", "evaluate_s", "latency_s",
+# "calibration_cached": bool (engine qas with search.calibration_cache: the ranges were restored, not calibrated)}
+ATTR_STEPS = "steps"
+ATTR_SAMPLES_SEEN = "samples_seen"  # a PRUNED trial (search.prune): the evaluation samples it was scored on
+# sampler trials of the budget: complete, or stopped by search.prune (Optuna's n_trials counts pruned trials too)
+BUDGET_STATES = ("COMPLETE", "PRUNED")
 STAGE_GRID = "grid"
 STAGE_SAMPLER = "sampler"
 
@@ -209,6 +219,8 @@ class AutoSearchProEngine(Engine):
         "keep_models": "AutoSearchPro keeps every model",
         "max_failures": "AutoSearchPro stops at the first failing trial (F10)",
         "trial_timeout": "AutoSearchPro runs its trials in its own loop",
+        "calibration_cache": "AutoSearchPro calibrates every trial in its own loop",
+        "prune": "AutoSearchPro scores every trial whole in its own loop",
         "workers": "Quark's n_jobs above 1 crashes (F2)",
         "launch": "Quark's AutoSearchPro runs one process (F2)",
         "objectives": _ranks_by_one_value,
@@ -221,10 +233,11 @@ class AutoSearchProEngine(Engine):
 # and keep_float.search; keep_models pruning; max_failures (else the first failure ends the search); trial_timeout;
 # several workers on one study; cluster launch files; search.objectives, evaluation.tolerance and the winner rule;
 # search.stop; output.mlflow tracking.
-FEATURES = ("keep_float", "sensitivity", "keep_models", "max_failures", "trial_timeout", "workers", "launch",
-            "objectives", "stop_rules", "tracking")
+FEATURES = ("keep_float", "sensitivity", "keep_models", "max_failures", "trial_timeout", "calibration_cache",
+            "prune", "workers", "launch", "objectives", "stop_rules", "tracking")
 # The Settings fields each feature decides: an engine without the feature gets the field's default.
 SETTING_FEATURES = {"max_failures": "max_failures", "trial_timeout": "trial_timeout", "keep_models": "keep_models",
+                    "calibration_cache": "calibration_cache", "prune": "prune",
                     "keep_float": "keep_float", "sensitivity": "sensitivity", "workers": "workers",
                     "objectives": "objectives", "tolerance": "objectives", "mlflow": "tracking", "stop": "stop_rules"}
 

@@ -84,10 +84,23 @@ def _run_stages(search: Search, process: Any) -> int | None:
     if settings.keep_float_search:  # the ranking first: each trial keeps a prefix of it in float
         quantizer.ranking = sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
     meter = float_objectives(search, evaluation)
+    record_floor(search, calib, evaluation)
     search.attach(quantizer, scorer.score, meter, quantizer.ranking.float_nodes if quantizer.ranking else None)
     configs = stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
                             generate_all_configs)
     return search.run(configs)
+
+
+def record_floor(search: Search, calib: Any, evaluation: Any) -> None:
+    """Once per study (a re-run or another worker reads it): the float pass over the calibration samples and the
+    sample counts, recorded for the report's cost split (floor.py)."""
+    from .floor import floor_record
+
+    settings = search.settings
+    with search.slots.lock():
+        if contract.FLOOR_ATTR not in search.sampler_study.user_attrs:
+            record = floor_record(settings.model_path, calib, evaluation, settings.device)
+            search.sampler_study.set_user_attr(contract.FLOOR_ATTR, record)
 
 
 def run_sensitivity(settings: Settings) -> Any:

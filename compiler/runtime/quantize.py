@@ -68,36 +68,53 @@ def quark_qconfig(config: dict[str, Any], exclusions: list[Any]) -> Any:
 
 
 class QuarkQuantizer:
-    """Quantizes configurations of one float model with Quark's ModelQuantizer and one calibration reader."""
+    """Quantizes configurations of one float model with Quark's ModelQuantizer and one calibration reader; each
+    quantization's steps (seconds, and whether calibration ran) out."""
 
-    def __init__(self, model_path: Path, calib_reader: Any, exclusions: list[Any], process: Any = None) -> None:
+    def __init__(self, model_path: Path, calib_reader: Any, exclusions: list[Any], process: Any = None,
+                 cache: Any = None) -> None:
         self.model_path = model_path
         self.calib_reader = calib_reader
         self.exclusions = exclusions
         self.ranking: Any = None  # sensitivity.Ranking, when the space searches keep_float
         self.process = process  # a QuantizerProcess: Quark runs there, where a stop or a crash can end it; None: here
+        self.cache = cache  # a CalibrationCache (search.calibration_cache), or None: every quantization calibrates
 
-    def __call__(self, config: dict[str, Any], output: Path) -> None:
+    def __call__(self, config: dict[str, Any], output: Path) -> dict[str, Any]:
         """A trial's config (with its `keep_float` search choice, if any) in; the model quantized with the fixed
-        keep_float plus the chosen prefix of the sensitivity ranking left in float."""
+        keep_float plus the chosen prefix of the sensitivity ranking left in float; its steps out."""
         config = dict(config)
         choice = config.pop("keep_float", None)
         extra = self.ranking.float_nodes(choice)["nodes"] if choice is not None and self.ranking is not None else []
-        self.quantize(config, output, self.exclusions + [n for n in extra if n not in self.exclusions])
+        steps = self.quantize(config, output, self.exclusions + [n for n in extra if n not in self.exclusions])
         if extra:
             from .sensitivity_graph import warn_if_quantized
 
             warn_if_quantized(self.model_path, output, extra)
+        return steps
 
-    def quantize(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
+    def quantize(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> dict[str, Any]:
+        """One quantization (here, or in the child process); its steps out (step_clock.StepClock.steps)."""
         if self.process is not None:
-            self.process(config, output, exclusions)
-            return
+            return self.process(config, output, exclusions)
         from quark.onnx import ModelQuantizer
 
-        self.calib_reader.reset_iter()
-        ModelQuantizer(quark_qconfig(config, exclusions)).quantize_model(
-            model_input=str(self.model_path), model_output=str(output), calibration_data_reader=self.calib_reader)
+        from .step_clock import CLOCK
+
+        def run(save_and_restore: Path | None) -> None:
+            qconfig = quark_qconfig(config, exclusions)
+            if save_and_restore is not None:
+                qconfig.extra_options["SaveAndRestore"] = str(save_and_restore)
+            self.calib_reader.reset_iter()
+            ModelQuantizer(qconfig).quantize_model(
+                model_input=str(self.model_path), model_output=str(output), calibration_data_reader=self.calib_reader)
+
+        with CLOCK.measuring() as steps:
+            if self.cache is None:
+                run(None)
+            else:
+                steps["calibration_cached"] = not self.cache.quantize(config, exclusions, run)
+        return steps
 
 
 def quark_in_child(settings: Any) -> Any:
@@ -105,10 +122,16 @@ def quark_in_child(settings: Any) -> Any:
     reader of its own out (built here from the settings, so the model and the samples never cross the pipe)."""
     import os
 
+    from quark import __version__ as quark_version
     from quark.onnx.calibration import CachedDataReader
 
+    from .calibration_cache import CalibrationCache, cache_folder, samples_digest
     from .readers import make_reader, model_input_names
+    from .step_clock import CLOCK
 
     os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
-    reader = make_reader(settings.calibration, settings.here, model_input_names(settings.model_path))
-    return QuarkQuantizer(settings.model_path, CachedDataReader(reader), []).quantize
+    reader = CachedDataReader(make_reader(settings.calibration, settings.here, model_input_names(settings.model_path)))
+    cache = (CalibrationCache(cache_folder(settings.here), settings.model_sha256, samples_digest(reader), quark_version)
+             if settings.calibration_cache else None)
+    CLOCK.install()
+    return QuarkQuantizer(settings.model_path, reader, [], cache=cache).quantize

@@ -25,7 +25,7 @@ from typing import Any
 
 from . import stopping
 
-Quantize = Callable[[dict[str, Any], Path, list[Any]], None]  # (config, output, exclusions): writes the model
+Quantize = Callable[[dict[str, Any], Path, list[Any]], Any]  # (config, output, exclusions): writes the model
 CLOSE_SECONDS = 10.0  # how long a child asked to end (no job in hand) gets before it is killed
 
 
@@ -61,9 +61,9 @@ class QuantizerProcess:
             atexit.register(self.close)
             self._at_exit = True
 
-    def __call__(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> None:
-        """Quantize in the child; its error raised here (the same exception when it pickles), a kill as
-        QuantizerDied."""
+    def __call__(self, config: dict[str, Any], output: Path, exclusions: list[Any]) -> Any:
+        """Quantize in the child; what the child's quantizer returned (the steps) out, its error raised here (the
+        same exception when it pickles), a kill as QuantizerDied."""
         self.start()
         try:
             self._connection.send((config, str(output), exclusions))
@@ -71,10 +71,11 @@ class QuantizerProcess:
         except BaseException:  # a stop signal or the trial's time limit: the child is stopped, whatever it does
             self.kill()
             raise
-        if reply is not None:
+        if isinstance(reply, BaseException):
             raise reply
+        return reply
 
-    def _wait(self) -> BaseException | None:
+    def _wait(self) -> Any:
         from multiprocessing.connection import wait
 
         # The wait is a select(): a signal handler runs during it, and its exception (KeyboardInterrupt,
@@ -117,7 +118,7 @@ class QuantizerProcess:
 
 
 def serve(connection: Any, parent: int, temp: str, factory: Callable[..., Quantize], args: tuple[Any, ...]) -> None:
-    """The child's loop: build the quantizer once, then answer each job with None (done) or the exception."""
+    """The child's loop: build the quantizer once, then answer each job with what it returned or the exception."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stopping.end_with_parent(signal.SIGKILL, parent)  # nothing to save: the parent marks the trial
     os.environ["TMPDIR"] = tempfile.tempdir = temp  # Quark's and onnxruntime's temp files, removed with the child
@@ -138,8 +139,7 @@ def serve(connection: Any, parent: int, temp: str, factory: Callable[..., Quanti
         try:
             if quantize is None:
                 raise broken  # type: ignore[misc]
-            quantize(config, Path(output), exclusions)
-            connection.send(None)
+            connection.send(quantize(config, Path(output), exclusions))
         except Exception as error:  # noqa: BLE001 - the trial's failure, told to the parent
             traceback.print_exc()  # into search.log (or the terminal with --verbose), with file:line
             connection.send(portable(error))

@@ -40,6 +40,16 @@ class SampleList:
     reset_iter = rewind  # the name Quark's own readers use
 
 
+def samples_of(reader: Any) -> list[dict[str, Any]]:
+    """A Quark reader (get_next until None, reset_iter) in; its samples out, the reader rewound."""
+    reader.reset_iter()
+    samples = []
+    while (sample := reader.get_next()) is not None:
+        samples.append(sample)
+    reader.reset_iter()
+    return samples
+
+
 def sample_paths(folder: Path, limit: int | None) -> list[Path]:
     """The sample files a folder reader uses, in its order (labels of .npz samples are read in the same order)."""
     return sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".npz"))[:limit]

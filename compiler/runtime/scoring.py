@@ -178,6 +178,14 @@ class Scorer:
 
     def runs(self, model_path: Path) -> list[list[Any]]:
         """Every evaluation sample's outputs as the session returns them (Quark's custom ops registered)."""
+        session = self.session(model_path)
+        found = [session.run(None, sample) for sample in self.samples()]
+        if not found:
+            raise ValueError("the evaluation reader gave no samples")
+        return found
+
+    def session(self, model_path: Path) -> Any:
+        """An onnxruntime session of the model on the device, Quark's custom ops registered."""
         import onnxruntime
         from quark.onnx.operators.custom_ops import get_library_path
         from quark.onnx.utils.model_utils import create_infer_session_for_onnx_model
@@ -188,12 +196,12 @@ class Scorer:
         if threads:
             options.intra_op_num_threads = len(threads.split(","))
         options.register_custom_ops_library(get_library_path(kind.upper()))
-        session = create_infer_session_for_onnx_model(str(model_path), options, providers=contract.PROVIDERS[kind])
+        return create_infer_session_for_onnx_model(str(model_path), options, providers=contract.PROVIDERS[kind])
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The evaluation samples, in the reader's order."""
         self.eval_reader.reset_iter()
-        found = [session.run(None, sample) for sample in self.eval_reader]
-        if not found:
-            raise ValueError("the evaluation reader gave no samples")
-        return found
+        return list(self.eval_reader)
 
     def score_float(self, model_path: Path) -> None:
         """Score the float model once: the baseline every quantized model is compared with."""
@@ -204,8 +212,12 @@ class Scorer:
         else:
             self.baseline = self.outputs(model_path)
 
-    def score(self, model_path: Path) -> float:
-        """A quantized model in; its finite objective value out (raises ValueError otherwise)."""
+    def score(self, model_path: Path, watch: Callable[[int, float, int], None] | None = None) -> float:
+        """A quantized model in; its finite objective value out (raises ValueError otherwise). With `watch`
+        (search.prune, built-in metrics): scored sample by sample in watch.order, each sample's value told to
+        watch(index, value, remaining), which may stop the scoring by raising; the value is the same as without it."""
+        if watch is not None:
+            return self.score_by_sample(model_path, watch)
         if self.evaluator is not None:
             value = self.baseline - self.evaluator(str(model_path))
         elif self.metric in contract.TASK_METRICS:
@@ -219,3 +231,45 @@ class Scorer:
         if not math.isfinite(value):
             raise ValueError(f"the score of {model_path.name} is {value}")
         return float(value)
+
+    def score_by_sample(self, model_path: Path, watch: Any) -> float:
+        """score() sample by sample: each sample's value (its metric against the float outputs, or 1 - its top-k hit
+        rate) told to `watch` in watch.order (None: the reader's order); the value is computed from the samples in the
+        reader's order, as score() computes it, so it is the same to the last bit."""
+        import numpy as np
+
+        if self.evaluator is not None:
+            raise ValueError("a user evaluator scores a whole model, not one sample at a time")
+        session, samples = self.session(model_path), self.samples()
+        if not samples:
+            raise ValueError("the evaluation reader gave no samples")
+        outputs: dict[int, Any] = {}
+        values: dict[int, Any] = {}  # as the metric returned them: the mean is then score()'s to the last bit
+        # the study's order, unless the evaluation samples are not those it was made from (then the reader's)
+        order = watch.order if sorted(watch.order or []) == list(range(len(samples))) else range(len(samples))
+        for position, index in enumerate(order):
+            outputs[index] = session.run(None, samples[index])
+            values[index] = self.sample_value(index, outputs[index])
+            watch(index, float(values[index]), len(order) - position - 1)
+        ordered = range(len(samples))
+        if self.metric in contract.TASK_METRICS:
+            if self.labels is None or len(self.labels) != len(samples):
+                raise ValueError(f"metric {self.metric} needs one label entry per evaluation sample")
+            rows = [(outputs[i][0], self.labels[i]) for i in ordered]
+            value = self.baseline - top_k_accuracy(rows, contract.TASK_METRICS[self.metric])
+        else:
+            value = float(np.mean([values[i] for i in ordered]))
+        if not math.isfinite(value):
+            raise ValueError(f"the score of {model_path.name} is {value}")
+        return float(value)
+
+    def sample_value(self, index: int, outputs: list[Any]) -> Any:
+        """One evaluation sample's outputs in; its value (as the metric returns it) out, oriented as the search's
+        (top1/top5: 1 - hit rate)."""
+        import numpy as np
+
+        if self.metric in contract.TASK_METRICS:
+            return 1.0 - top_k_accuracy([(outputs[0], self.labels[index])], contract.TASK_METRICS[self.metric])
+        from quark.onnx.quantization.auto_search.auto_search_pro import METRICS
+
+        return METRICS[self.metric](self.baseline[index], np.concatenate([o.reshape(-1) for o in outputs]))

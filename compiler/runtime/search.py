@@ -24,6 +24,7 @@ from .checks import fail
 from .console import say, warn
 from .earlier import earlier_versions, set_aside_earlier_models
 from .latency import model_size
+from .pruning import SampleWatch, evaluation_order, hardest_first, make_pruner
 from .sensitivity_search import suggest_keep_float
 from .settings import Settings
 from .slots import Slots
@@ -43,7 +44,7 @@ from .storage import (
 from .tracking import Tracker
 
 WORKER_SEED_STRIDE = 1000  # worker K's sampler seed is seed + 1000 K (+ the trials already run)
-Quantize = Callable[[dict[str, Any], Path], None]  # (nested config, output path): writes the quantized model
+Quantize = Callable[[dict[str, Any], Path], Any]  # (nested config, output path): writes the model; its steps out
 Score = Callable[[Path], float]  # a quantized model's path in; its objective value out
 Measure = Callable[[Path], dict[str, Any]]  # a model's path in; its latency record out (latency.LatencyMeter)
 
@@ -84,7 +85,7 @@ class Search:
         directions = ({"directions": settings.directions} if settings.multi_objective
                       else {"direction": settings.direction})
         self.sampler_study = optuna.create_study(study_name=settings.study_name, storage=storage,
-                                                 load_if_exists=True, **directions)
+                                                 load_if_exists=True, pruner=make_pruner(settings.prune), **directions)
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
                                               load_if_exists=True, **directions)
         mark_studies({contract.STAGE_SAMPLER: self.sampler_study, contract.STAGE_GRID: self.grid_study})
@@ -186,7 +187,7 @@ class Search:
         if self.stopped() is not None:
             return True
         grid_total, sampler_total = self.settings.stage_totals()
-        return len(self.grid_settled()) >= grid_total and len(self.complete(self.sampler_study)) >= sampler_total
+        return len(self.grid_settled()) >= grid_total and self.slots.sampler_done() >= sampler_total
 
     def trials(self, state: str | None = None) -> list[Any]:
         found = self.grid_study.get_trials(deepcopy=False) + self.sampler_study.get_trials(deepcopy=False)
@@ -211,17 +212,30 @@ class Search:
         trial.set_user_attr(contract.ATTR_MODEL, model.name)
         if "keep_float" in config and self.float_nodes is not None:
             trial.set_user_attr(contract.ATTR_KEEP_FLOAT, self.float_nodes(config["keep_float"]))
+        watch = (SampleWatch(trial, evaluation_order(self.sampler_study))
+                 if self.settings.prune and stage == contract.STAGE_SAMPLER else None)
+        steps: dict[str, Any] = {}
+        started = time.perf_counter()
         try:
             with TrialTimer(self.settings.trial_timeout), Heartbeat(self.storage, trial._trial_id):
-                self.quantize(config, model)
-                value = self.score(model)
+                steps.update(self.quantize(config, model) or {})
+                started = time.perf_counter()
+                value = self.score(model, watch) if watch is not None else self.score(model)
+                steps["evaluate_s"] = round(time.perf_counter() - started, 4)
                 if not math.isfinite(value):
                     raise ValueError(f"the score is {value}")
+                started = time.perf_counter()
                 values = self.objective_values(trial, model, value)
+                steps["latency_s"] = round(time.perf_counter() - started, 4)
+                trial.set_user_attr(contract.ATTR_STEPS, steps)
                 store_artifact(self.settings, trial, model)
         except KeyboardInterrupt:
             self.interrupted(study, trial, stage, model)
             raise
+        except self.optuna.TrialPruned as pruned:
+            steps["evaluate_s"] = round(time.perf_counter() - started, 4)
+            self.pruned(study, trial, stage, model, steps, watch, pruned)
+            return
         except Exception as error:
             if is_storage_error(error):
                 raise
@@ -240,6 +254,8 @@ class Search:
             return
         if self.taken_back(trial, stage, model):
             return
+        if watch is not None and evaluation_order(self.sampler_study) is None:
+            self.record_evaluation_order(watch)
         study.tell(trial, values if self.settings.multi_objective else value)
         self.tracker.told(self.storage, trial, stage)
         self.prune_models()
@@ -249,6 +265,26 @@ class Search:
         best = self.ranked(top=1)[0]
         say(f"qas: {stage} trial {trial.number}: {self.shown(values)} (recommended: trial {best.number}, "
             f"{self.shown(best.values)})")
+
+    def pruned(self, study: Any, trial: Any, stage: str, model: Path, steps: dict[str, Any], watch: Any,
+               why: BaseException) -> None:
+        """A trial search.prune stopped: PRUNED with its steps and the samples it was scored on, its model removed;
+        it counts toward the budget, as Optuna's n_trials counts pruned trials."""
+        if self.taken_back(trial, stage, model):
+            return
+        trial.set_user_attr(contract.ATTR_STEPS, steps)
+        trial.set_user_attr(contract.ATTR_SAMPLES_SEEN, watch.seen)
+        study.tell(trial, state=self.optuna.trial.TrialState.PRUNED)
+        self.tracker.told(self.storage, trial, stage)
+        model.unlink(missing_ok=True)
+        say(f"qas: {stage} trial {trial.number}: pruned, {why}")
+
+    def record_evaluation_order(self, watch: Any) -> None:
+        """The first sampler trial scored whole sets the study's hardest-first order (once, for every worker)."""
+        with self.slots.lock():
+            if evaluation_order(self.sampler_study) is None:
+                self.sampler_study.set_user_attr(contract.EVALUATION_ORDER_ATTR,
+                                                 hardest_first(watch.values, self.settings.direction))
 
     def interrupted(self, study: Any, trial: Any, stage: str, model: Path) -> None:
         """A trial stopped by a signal: FAIL and interrupted (not a failure), its configuration queued again so a

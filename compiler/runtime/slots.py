@@ -78,10 +78,14 @@ class Slots:
                     return study, self.optuna.Trial(study, waiting._trial_id), stage
         return None
 
+    def sampler_done(self) -> int:
+        """Sampler trials of the budget that are done: complete, or pruned (contract.BUDGET_STATES)."""
+        return sum(1 for t in self.sampler_study.get_trials(deepcopy=False) if t.state.name in contract.BUDGET_STATES)
+
     def _sampler_in_hand(self, mine: Any) -> int:
-        """Sampler trials complete or running, `mine` (a trial) left out."""
+        """Sampler trials done (complete or pruned) or running, `mine` (a trial) left out."""
         return sum(1 for t in self.sampler_study.get_trials(deepcopy=False)
-                   if t.state.name == "COMPLETE"
+                   if t.state.name in contract.BUDGET_STATES
                    or (t.state.name == "RUNNING" and t.number != getattr(mine, "number", None)))
 
     def surplus(self, trial: Any) -> bool:
@@ -109,7 +113,7 @@ class Slots:
             if self.settings.two_stage and not self._pin_grid_winner(grid):
                 return dead
             live = [t for t in self.sampler_study.get_trials(deepcopy=False)
-                    if t.state.name in ("COMPLETE", "RUNNING", "WAITING")]
+                    if t.state.name in (*contract.BUDGET_STATES, "RUNNING", "WAITING")]
             for _ in range(sampler_total - len(live)):
                 self.sampler_study.enqueue_trial({}, user_attrs={contract.ATTR_SLOT: contract.STAGE_SAMPLER})
             return dead

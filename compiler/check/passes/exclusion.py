@@ -51,4 +51,7 @@ def _unsupported(spec: Spec) -> Iterator[Diagnostic]:
         (not k.empty, "keep_float", "keep_float", k.path),
         (output.keep_models != "all", "keep_models", "keep_models", (*output.path, "keep_models")),
         (search.max_failures is not None, "max_failures", "max_failures", (*search.path, "max_failures")),
-        (search.trial_timeout is not None, "trial_timeout", "trial_timeout", (*search.path, "trial_timeout"))))
+        (search.trial_timeout is not None, "trial_timeout", "trial_timeout", (*search.path, "trial_timeout")),
+        (search.calibration_cache is True, "calibration_cache", "calibration_cache: true",
+         (*search.path, "calibration_cache")),
+        (search.prune is not None, "prune", f"prune: {search.prune}", (*search.path, "prune"))))

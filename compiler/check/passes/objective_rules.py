@@ -3,9 +3,11 @@
 QAS350: a tolerance the metric cannot take (a percentage needs a float score: a user evaluator's, or top1/top5's
 accuracy; psnr has no finite float reference); QAS351: several objectives with a sampler or a stage that takes one
 (CmaEs, Grid, two-stage grid selection); QAS352: objectives without accuracy; QAS353: stop.at_tolerance without a
-tolerance; QAS354 (warning): latency measured by several workers sharing a machine; QAS355 (warning): stop.min_trials
-above the budget. The engine's support (QAS326) is the parallel pass's; a latency device without its execution
-provider is the environment pass's (QAS603), which runs first; a timeout that is no duration is the schema's (QAS205).
+tolerance; QAS356: search.prune with several objectives (Optuna's pruners take one value) or a user evaluator (it
+returns one score, not one a sample); QAS354 (warning): latency measured by several workers sharing a machine;
+QAS355 (warning): stop.min_trials above the budget. The engine's support (QAS326) is the parallel pass's; a latency
+device without its execution provider is the environment pass's (QAS603), which runs first; a timeout that is no
+duration is the schema's (QAS205).
 """
 
 from __future__ import annotations
@@ -22,6 +24,20 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
     yield from _tolerance(spec)
     yield from _objectives(spec)
     yield from _stop(spec)
+    yield from _prune(spec)
+
+
+def _prune(spec: Spec) -> Iterator[Diagnostic]:
+    if spec.search.prune is None:
+        return
+    at = (*spec.search.path, "prune")
+    if len(objectives(spec)) > 1:
+        yield diag("QAS356", f"search.prune stops a trial by its per-sample accuracy, but search.objectives has "
+                             f"{len(objectives(spec))} objectives (Optuna's pruners take one value)", at,
+                   hint="remove search.prune, or use objectives: [accuracy]", at_key=True)
+    if spec.evaluation.evaluator is not None:
+        yield diag("QAS356", "search.prune needs one score a sample, and a user evaluator returns one score a model",
+                   at, hint="remove search.prune, or score with a built-in metric (L2, cos, top1, ...)", at_key=True)
 
 
 def _tolerance(spec: Spec) -> Iterator[Diagnostic]:

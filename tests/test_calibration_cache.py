@@ -1,0 +1,70 @@
+"""The calibration cache's key and files, with a fake quantization in place of Quark's (the real one:
+test_e2e_calibration_cache.py): what is left out of the key, what is kept of Quark's SaveAndRestore file, and that a
+cached key's trials each get their own copy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from compiler.runtime.calibration_cache import CalibrationCache, range_key
+
+MODEL = {"m.onnx": "a" * 64}
+BASE = {"activation": "Int8Spec", "activation_params": {"calibration_method": "Percentile", "symmetric": True},
+        "weight": "Int8Spec", "weight_params": {"symmetric": True}, "cle_algo": None}
+
+
+def test_the_key_leaves_out_only_what_quark_applies_after_the_ranges_exist() -> None:
+    key = range_key(MODEL, "data", BASE, [])
+    neutral = dict(BASE, weight_params={"symmetric": False}, algorithms="adaround",
+                   adaround_params={"num_iterations": 10})
+    assert range_key(MODEL, "data", neutral, []) == key
+    for changed in (dict(BASE, activation_params={"calibration_method": "MinMax", "symmetric": True}),
+                    dict(BASE, activation_params={"calibration_method": "Percentile", "symmetric": False}),
+                    dict(BASE, cle_algo="cle"), dict(BASE, weight="Int16Spec")):
+        assert range_key(MODEL, "data", changed, []) != key, changed
+    assert range_key(MODEL, "data", BASE, ["conv1"]) != key  # pre-processing skips excluded nodes
+    assert range_key(MODEL, "other data", BASE, []) != key
+    assert range_key({"m.onnx": "b" * 64}, "data", BASE, []) != key
+    assert range_key(MODEL, "data", BASE, [], "0.14") != range_key(MODEL, "data", BASE, [], "0.13")
+
+
+class FakeQuark:
+    """Writes a SaveAndRestore file as Quark does: ranges when it calibrates (the file is absent), fine-tuning
+    progress always; records whether each call found ranges to restore."""
+
+    def __init__(self) -> None:
+        self.restored: list[bool] = []
+
+    def __call__(self, path: Path) -> None:
+        found = json.loads(path.read_text()) if path.exists() else {}
+        self.restored.append("tensors_range" in found)
+        found.setdefault("quark_version", "0.13")
+        found.setdefault("tensors_range", {"x": [[-1.0], [1.0]]})
+        found["model_to_finetune"] = str(path.with_suffix(".onnx"))  # per trial: must never reach the cache
+        path.write_text(json.dumps(found))
+
+
+def test_one_calibration_per_key_and_every_trial_restores_from_its_own_copy(tmp_path: Path) -> None:
+    cache = CalibrationCache(tmp_path / "cache", MODEL, "data")
+    quark = FakeQuark()
+    assert cache.quantize(BASE, [], quark) is True  # calibrated
+    assert cache.quantize(dict(BASE, weight_params={"symmetric": False}), [], quark) is False  # restored
+    assert cache.quantize(BASE, ["conv1"], quark) is True  # another key
+    assert quark.restored == [False, True, False]
+    files = sorted((tmp_path / "cache").iterdir())
+    assert [f.suffix for f in files] == [".json", ".json"]  # no lock or partial file left behind
+    for file in files:
+        assert set(json.loads(file.read_text())) == {"quark_version", "tensors_range"}
+
+
+def test_a_quantization_that_saved_no_ranges_leaves_no_cache_file(tmp_path: Path) -> None:
+    cache = CalibrationCache(tmp_path / "cache", MODEL, "data")
+
+    def float16(path: Path) -> Any:  # Quark skips calibration for float16 activations: nothing saved
+        return None
+
+    assert cache.quantize(BASE, [], float16) is True
+    assert cache.quantize(BASE, [], float16) is True
+    assert list((tmp_path / "cache").iterdir()) == []

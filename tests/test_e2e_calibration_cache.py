@@ -1,0 +1,83 @@
+"""search.calibration_cache with the real amd-quark on zoo models: the same seeded search with the cache on and off
+gives every trial the same configuration and exactly the same value, while the cached search calibrates once per
+range key (one file each in calibration_cache/) and restores the ranges in every other trial."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.runtime.calibration_cache import RANGE_NEUTRAL_KEYS
+
+from .conftest import needs_quark, qas
+from .zoo import build
+
+pytestmark = [pytest.mark.e2e, needs_quark]
+
+# A calibration space beside the weights' settings and fine-tuning, so range keys repeat across trials: the
+# calibration methods of one family, activation symmetry, and what the cache leaves out of the key (weight_params,
+# fine-tuning).
+SPACES = {
+    "A8W8_SEARCH": "override: {activation_params: {calibration_method: [MinMax, Percentile]}, "
+                   "weight_params: {symmetric: [true, false]}}",
+    "XINT8_SEARCH": "",
+}
+
+
+def run_search(model: str, preset: str, folder: Path, cache: bool) -> list[dict[str, Any]]:
+    """One seeded 6-trial search of a zoo model; its quantized trials (from `qas report --format json`) out."""
+    zm = build(model, folder)
+    parts = [SPACES[preset]] + ([] if cache else ["calibration_cache: false"])
+    extra = "search: {" + ", ".join(p for p in parts if p) + "}\n"
+    zm.write_spec(folder, preset=preset, n_trials=6, extra_yaml=extra)
+    done = qas("run", "spec.yaml", "--yes", cwd=folder, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = qas("report", "autosearch_output", "--format", "json", cwd=folder)
+    assert report.returncode == 0, report.stderr[-2000:]
+    trials = json.loads(report.stdout)["all_trials"]
+    assert all(t["state"] == "COMPLETE" for t in trials), trials
+    return [t for t in trials if t["reused_from"] is None]
+
+
+def range_part(config: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in config.items() if k not in RANGE_NEUTRAL_KEYS}, sort_keys=True)
+
+
+@pytest.mark.parametrize("model, preset", [("resnet_bn", "A8W8_SEARCH"), ("detector", "XINT8_SEARCH")])
+def test_cached_ranges_give_every_trial_the_value_of_a_fresh_calibration(tmp_path: Path, model: str,
+                                                                          preset: str) -> None:
+    cached = run_search(model, preset, tmp_path / "on", cache=True)
+    fresh = run_search(model, preset, tmp_path / "off", cache=False)
+    assert [(t["number"], t["config"]) for t in cached] == [(t["number"], t["config"]) for t in fresh]
+    assert [t["value"] for t in cached] == [t["value"] for t in fresh]  # exactly, not approximately
+
+    keys = {range_part(t["config"]) for t in cached}
+    assert len(keys) < len(cached), "the space gave no trial a range key seen before; the test proves nothing"
+    calibrated = [t for t in cached if not t["steps"]["calibration_cached"]]
+    files = list((tmp_path / "on/autosearch_output/calibration_cache").glob("*.json"))
+    assert len(calibrated) == len(keys) == len(files)
+    restored = [t for t in cached if t["steps"]["calibration_cached"]]
+    assert all(t["steps"]["calibrate_s"] == 0.0 for t in restored)
+    assert all(t["steps"]["calibrate_s"] > 0.0 for t in calibrated)
+    for t in cached + fresh:  # fast fine-tuning is timed apart, and only where it ran
+        tuned = t["config"].get("algorithms") in ("adaround", "adaquant")
+        assert (t["steps"]["finetune_s"] > 0.0) == tuned, t
+    assert not (tmp_path / "off/autosearch_output/calibration_cache").exists()
+    assert all(t["steps"]["calibrate_s"] > 0.0 for t in fresh)
+
+
+def test_two_workers_on_one_machine_calibrate_each_range_key_once(tmp_path: Path) -> None:
+    zm = build("resnet_bn", tmp_path)
+    zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=6, extra_yaml="search: {" + SPACES["A8W8_SEARCH"] + "}\n")
+    done = qas("run", "spec.yaml", "--yes", "--workers", "2", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(qas("report", "autosearch_output", "--format", "json", cwd=tmp_path).stdout)
+    quantized = [t for t in report["all_trials"] if t["state"] == "COMPLETE" and t["reused_from"] is None]
+    assert len({t["worker"].split("@")[0] for t in quantized}) == 2, "one worker did every trial"
+    keys = {range_part(t["config"]) for t in quantized}
+    calibrated = [t for t in quantized if not t["steps"]["calibration_cached"]]
+    assert len(calibrated) == len(keys) == report["cost"]["calibrations"]
+    assert len(list((tmp_path / "autosearch_output/calibration_cache").iterdir())) == len(keys)  # no lock left

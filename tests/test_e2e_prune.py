@@ -1,0 +1,57 @@
+"""search.prune: wilcoxon with the real amd-quark on a zoo model: hopeless sampler trials stop sample by sample as
+PRUNED, count toward the budget, save evaluation inferences (the report's cost section says how many), and every trial
+that completes keeps the value a whole scoring gives it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import needs_quark, qas
+from .zoo import build
+
+pytestmark = [pytest.mark.e2e, needs_quark]
+
+EVAL_SAMPLES = 24
+
+
+def test_pruned_trials_count_toward_the_budget_and_save_inferences(tmp_path: Path) -> None:
+    zm = build("resnet_bn", tmp_path, eval_samples=EVAL_SAMPLES)
+    # MinMax, Percentile and symmetric or not: some configurations are clearly worse on every sample
+    zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=10, extra_yaml=(
+        "search: {prune: wilcoxon, seed: 3, override: {activation_params: {calibration_method: [MinMax, Percentile], "
+        "symmetric: [true, false]}}}\n"))
+    done = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(qas("report", "autosearch_output", "--format", "json", cwd=tmp_path).stdout)
+    trials = report["all_trials"]
+    pruned = [t for t in trials if t["state"] == "PRUNED"]
+    complete = [t for t in trials if t["state"] == "COMPLETE"]
+    assert pruned, f"no trial was pruned; values: {[t['value'] for t in complete]}"
+    assert len(pruned) + len(complete) == 10 and report["budget_reached"] is True
+    assert report["trials"]["pruned"] == len(pruned)
+
+    cost = report["cost"]
+    seen = [t["samples_seen"] for t in pruned]
+    assert all(0 < n < EVAL_SAMPLES for n in seen), seen
+    assert cost["pruned"] == len(pruned)
+    assert cost["inferences_saved"] == sum(EVAL_SAMPLES - n for n in seen) > 0
+    quantized = [t for t in trials if t["reused_from"] is None]
+    assert cost["inferences"] == sum(EVAL_SAMPLES for t in quantized if t["state"] == "COMPLETE") + sum(seen)
+
+    out = tmp_path / "autosearch_output"
+    best = json.loads((out / "best_config.json").read_text())
+    assert best["trial_number"] in {t["number"] for t in complete}
+    assert not any((out / f"quantized_model_sampler_{t['number']}.onnx").exists() for t in pruned)
+    assert "pruned" in qas("report", "autosearch_output", cwd=tmp_path).stdout
+
+    # A resume: the plan adds what the study measured (its median trial), and pruned trials count as done
+    zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=11, extra_yaml=(
+        "search: {prune: wilcoxon, seed: 3, override: {activation_params: {calibration_method: [MinMax, Percentile], "
+        "symmetric: [true, false]}}}\n"))
+    resumed = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    measured = f"measured    {cost['quantizations']} trial(s) quantized so far, median "
+    assert measured in resumed.stdout and "for the 1 left" in resumed.stdout, resumed.stdout[-3000:]
