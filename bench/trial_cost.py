@@ -18,7 +18,7 @@ Three parts, each run as a user would (`python -m compiler compile`, the compile
 Wall times are measured side by side in one run on a shared machine: read the ratios. About 30 minutes on 2 cores
 with the defaults.
 
-  .venv/bin/python bench/trial_cost.py [--parts cost,engines,prune] [--cost-trials 6] [--engine-trials 20]
+  .venv/bin/python bench/trial_cost.py [--parts cost,engines,prune] [--cost-trials 4] [--engine-trials 20]
                                        [--prune-trials 50] [--prune-eval 32] [--json]
 """
 
@@ -147,7 +147,7 @@ def prune_part(work: Path, trials: int, eval_samples: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="cost,engines,prune")
-    parser.add_argument("--cost-trials", type=int, default=6)
+    parser.add_argument("--cost-trials", type=int, default=4)
     parser.add_argument("--engine-trials", type=int, default=20)
     parser.add_argument("--prune-trials", type=int, default=50)
     parser.add_argument("--prune-eval", type=int, default=32)

@@ -55,3 +55,48 @@ def test_pruned_trials_count_toward_the_budget_and_save_inferences(tmp_path: Pat
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     measured = f"measured    {cost['quantizations']} trial(s) quantized so far, median "
     assert measured in resumed.stdout and "for the 1 left" in resumed.stdout, resumed.stdout[-3000:]
+
+
+GENERATOR_EVALUATOR = '''\
+"""Yields, per evaluation sample, minus the mean squared error of the model's output against the float model's."""
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+from quark.onnx.operators.custom_ops import get_library_path
+
+HERE = Path(__file__).resolve().parent
+FLOAT = {}
+
+
+def outputs(model_path):
+    options = onnxruntime.SessionOptions()
+    options.register_custom_ops_library(get_library_path("CPU"))
+    session = onnxruntime.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    for sample in sorted((HERE / "data/resnet_bn/eval").glob("*.npy")):
+        yield sample.name, session.run(None, {name: np.load(sample)})[0]
+
+
+def closeness(model_path):
+    if not FLOAT:
+        FLOAT.update(outputs(str(HERE / "models/resnet_bn.onnx")))
+    for name, output in outputs(model_path):
+        yield -float(np.mean((output - FLOAT[name]) ** 2))
+'''
+
+
+def test_a_generator_evaluator_is_pruned_sample_by_sample(tmp_path: Path) -> None:
+    zm = build("resnet_bn", tmp_path, eval_samples=EVAL_SAMPLES)
+    (tmp_path / "evals.py").write_text(GENERATOR_EVALUATOR)
+    zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=10, extra_yaml=(
+        "evaluation: {metric: null, data: null, evaluator: 'evals.py:closeness', higher_is_better: true}\n"
+        "search: {prune: wilcoxon, seed: 3, override: {activation_params: {calibration_method: [MinMax, Percentile], "
+        "symmetric: [true, false]}}}\n"))
+    done = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(qas("report", "autosearch_output", "--format", "json", cwd=tmp_path).stdout)
+    pruned = [t for t in report["all_trials"] if t["state"] == "PRUNED"]
+    assert pruned, [t["value"] for t in report["all_trials"]]
+    assert all(0 < t["samples_seen"] < EVAL_SAMPLES for t in pruned)
+    assert report["cost"]["inferences_saved"] > 0

@@ -111,3 +111,93 @@ def test_a_user_module_that_fails_to_import_stops_with_its_traceback(tmp_path: P
     assert f"qas: error: importing {file} failed: JSONDecodeError: Expecting property name" in err
     assert f'File "{file}", line 3, in <module>' in err and "Traceback (most recent call last):" in err
 
+
+
+GENERATOR = r'''\
+import os
+
+CLOSED = os.path.join(os.path.dirname(__file__), "closed.txt")
+
+
+def per_sample(path):
+    try:
+        for value in (1.0, 2.0, 4.0, 8.0):
+            yield value
+    finally:
+        with open(CLOSED, "a") as closed:
+            closed.write("closed\n")
+
+
+def breaks(path):
+    yield 1.0
+    raise RuntimeError("sample 2 is unreadable")
+
+
+def silent(path):
+    return
+    yield
+'''
+
+
+def generator_evaluator(folder: Path, function: str, higher_is_better: bool = True) -> tuple:
+    (folder / "user").mkdir(exist_ok=True)
+    (folder / "out").mkdir(exist_ok=True)
+    (folder / "user" / "gen.py").write_text(GENERATOR)
+    score = make_evaluator({"file": "../user/gen.py", "function": function, "higher_is_better": higher_is_better},
+                           folder / "out")
+    return score, folder / "user" / "closed.txt"
+
+
+def test_a_generator_evaluator_scores_the_mean_of_what_it_yields(tmp_path: Path) -> None:
+    score, closed = generator_evaluator(tmp_path, "per_sample")
+    assert score(str(tmp_path / "q.onnx")) == 3.75
+    assert list(score.samples(str(tmp_path / "q.onnx"))) == [1.0, 2.0, 4.0, 8.0]
+    lower, _ = generator_evaluator(tmp_path, "per_sample", higher_is_better=False)
+    assert lower(str(tmp_path / "q.onnx")) == -3.75 and next(iter(lower.samples("q.onnx"))) == -1.0
+    assert closed.read_text().count("closed") == 4  # each run of the generator, whole or not, closed
+
+
+def test_a_generator_evaluators_errors_name_its_line_and_an_empty_one_is_refused(tmp_path: Path) -> None:
+    breaks, _ = generator_evaluator(tmp_path, "breaks")
+    with pytest.raises(EvaluatorError, match=r"gen.py:breaks raised RuntimeError: sample 2 is unreadable at .*py:18"):
+        breaks(str(tmp_path / "q.onnx"))
+    silent, _ = generator_evaluator(tmp_path, "silent")
+    with pytest.raises(EvaluatorError, match="yielded no score"):
+        silent(str(tmp_path / "q.onnx"))
+
+
+class Pruner:
+    """A watch that stops the scoring after `after` samples and records what it was told."""
+
+    order = None
+
+    def __init__(self, after: int | None) -> None:
+        self.after, self.told = after, []
+
+    def __call__(self, index: int, value: float, remaining: int) -> None:
+        self.told.append((index, value, remaining))
+        if self.after is not None and len(self.told) >= self.after:
+            raise RuntimeError("pruned")
+
+
+def test_a_generator_evaluator_is_scored_sample_by_sample_to_the_same_value_and_closed_when_pruned(
+        tmp_path: Path) -> None:
+    from compiler.runtime.scoring import Scorer
+
+    score, closed = generator_evaluator(tmp_path, "per_sample")
+    scorer = Scorer(None, score, None, "cpu")
+    scorer.score_float(tmp_path / "float.onnx")
+    assert scorer.baseline == 3.75 and scorer.sample_count == 4
+    whole = scorer.score(tmp_path / "q.onnx")
+    watch = Pruner(None)
+    assert scorer.score(tmp_path / "q.onnx", watch) == whole == 0.0
+    assert watch.told == [(0, -1.0, 3), (1, -2.0, 2), (2, -4.0, 1), (3, -8.0, 0)]  # losses: lower is better
+    before = closed.read_text().count("closed")
+    with pytest.raises(RuntimeError, match="pruned"):
+        scorer.score(tmp_path / "q.onnx", Pruner(2))
+    assert closed.read_text().count("closed") == before + 1  # the evaluator's finally ran at the prune
+
+    plain = Scorer(None, evaluator(tmp_path, "returns", "0.5")[0], None, "cpu")
+    plain.baseline = 1.0
+    with pytest.raises(ValueError, match="returns one score a model"):
+        plain.score(tmp_path / "q.onnx", Pruner(None))

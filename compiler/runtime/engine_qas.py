@@ -84,14 +84,24 @@ def _run_stages(search: Search, process: Any) -> int | None:
     if settings.keep_float_search:  # the ranking first: each trial keeps a prefix of it in float
         quantizer.ranking = sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
     meter = float_objectives(search, evaluation)
-    record_floor(search, calib, evaluation)
+    record_floor(search, calib, evaluated_samples(scorer, evaluation))
     search.attach(quantizer, scorer.score, meter, quantizer.ranking.float_nodes if quantizer.ranking else None)
     configs = stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
                             generate_all_configs)
     return search.run(configs)
 
 
-def record_floor(search: Search, calib: Any, evaluation: Any) -> None:
+def evaluated_samples(scorer: Any, evaluation: Any) -> int | None:
+    """How many samples scoring one model takes: the evaluation reader's, a generator evaluator's yields, or None for
+    an evaluator that returns one score (it reads its own data)."""
+    from .readers import samples_of
+
+    if scorer.evaluator is not None:
+        return scorer.sample_count
+    return len(samples_of(evaluation))
+
+
+def record_floor(search: Search, calib: Any, evaluated: int | None) -> None:
     """Once per study (a re-run or another worker reads it): the float pass over the calibration samples and the
     sample counts, recorded for the report's cost split (floor.py)."""
     from .floor import floor_record
@@ -99,7 +109,7 @@ def record_floor(search: Search, calib: Any, evaluation: Any) -> None:
     settings = search.settings
     with search.slots.lock():
         if contract.FLOOR_ATTR not in search.sampler_study.user_attrs:
-            record = floor_record(settings.model_path, calib, evaluation, settings.device)
+            record = floor_record(settings.model_path, calib, evaluated, settings.device)
             search.sampler_study.set_user_attr(contract.FLOOR_ATTR, record)
 
 

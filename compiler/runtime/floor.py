@@ -27,8 +27,9 @@ def float_pass_seconds(model_path: Path, samples: list[dict[str, Any]], device: 
     return time.perf_counter() - started
 
 
-def floor_record(model_path: Path, calib: Any, evaluation: Any, device: str) -> dict[str, Any]:
-    """The study's floor record: {"float_calibration_pass_s", "calibration_samples", "evaluation_samples"}."""
+def floor_record(model_path: Path, calib: Any, evaluated: int | None, device: str) -> dict[str, Any]:
+    """The calibration reader and how many samples scoring a model takes (None: a user evaluator's own, unknown) in;
+    the study's floor record {"float_calibration_pass_s", "calibration_samples", "evaluation_samples"} out."""
     calibration = samples_of(calib)
     return {"float_calibration_pass_s": round(float_pass_seconds(model_path, calibration, device), 4),
-            "calibration_samples": len(calibration), "evaluation_samples": len(samples_of(evaluation))}
+            "calibration_samples": len(calibration), "evaluation_samples": evaluated}

@@ -3,12 +3,14 @@ float outputs)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +43,63 @@ def make_evaluator(evaluator: dict[str, Any] | None, here: Path) -> Callable[[st
     """The user's evaluator, oriented so that the minimized `baseline - score` is right for either direction (F6).
 
     It is called with the model's resolved path; what it raises comes back as EvaluatorError with its traceback
-    (also written to stderr: search.log once output is routed), and what it returns must be a finite real number."""
+    (also written to stderr: search.log once output is routed), and what it returns must be a finite real number.
+    A generator function (it yields one score per evaluation sample) is scored by the mean of what it yields, and the
+    returned callable then has `samples(model_path)`: the oriented per-sample scores, one at a time (search.prune)."""
     if evaluator is None:
         return None
     file = (here / evaluator["file"]).resolve()
     user_function = load_user_object(file, evaluator["function"])
     name = f"{file.name}:{evaluator['function']}"  # as the spec names it; the messages add the resolved path
+    shown = f"{name} ({file})"
     sign = 1.0 if evaluator["higher_is_better"] else -1.0
 
-    def oriented_score(model_path: str) -> float:
-        model = str(Path(model_path).resolve())
+    def call(model: str) -> Any:
         try:
-            returned = user_function(model)
+            return user_function(model)
         except TrialTimeout:  # search.trial_timeout, landed in the evaluator: the trial's, not the evaluator's
             raise
         except Exception as error:
             raise raised_error(name, file, model, error) from error
-        return sign * real_number(f"{name} ({file})", model, returned)
 
-    return oriented_score
+    if not inspect.isgeneratorfunction(user_function):
+        def oriented_score(model_path: str) -> float:
+            model = str(Path(model_path).resolve())
+            return sign * real_number(shown, model, call(model))
+
+        return oriented_score
+
+    def samples(model_path: str) -> Iterator[float]:
+        """The oriented score of each sample, as the evaluator yields them."""
+        model = str(Path(model_path).resolve())
+        generator = call(model)
+        try:
+            while True:
+                try:
+                    returned = next(generator)
+                except StopIteration:
+                    return
+                except TrialTimeout:
+                    raise
+                except Exception as error:
+                    raise raised_error(name, file, model, error) from error
+                yield sign * real_number(shown, model, returned)
+        finally:
+            generator.close()  # pruned: the evaluator's own clean-up (a with block, a finally) runs now
+
+    def mean_score(model_path: str) -> float:
+        return sample_mean(list(samples(model_path)), shown)
+
+    mean_score.samples = samples  # type: ignore[attr-defined]
+    mean_score.mean = functools.partial(sample_mean, shown=shown)  # type: ignore[attr-defined]
+    return mean_score
+
+
+def sample_mean(values: list[float], shown: str) -> float:
+    """A generator evaluator's per-sample scores in; their mean out (one formula for whole and pruned scoring)."""
+    if not values:
+        raise EvaluatorError(f"evaluator {shown} yielded no score: a generator evaluator yields one score a sample")
+    return math.fsum(values) / len(values)
 
 
 def raised_error(name: str, file: Path, model: str, error: BaseException) -> EvaluatorError:
@@ -151,6 +191,7 @@ class Scorer:
         self.device = device
         self.labels = labels
         self.baseline: Any = None
+        self.sample_count: int | None = None  # a generator evaluator: the scores the float model's scoring yielded
 
     @property
     def float_score(self) -> float | None:
@@ -205,7 +246,11 @@ class Scorer:
 
     def score_float(self, model_path: Path) -> None:
         """Score the float model once: the baseline every quantized model is compared with."""
-        if self.evaluator is not None:
+        samples = getattr(self.evaluator, "samples", None)
+        if samples is not None:  # a generator evaluator: its mean, as evaluator() gives it, and how many it yields
+            values = list(samples(str(model_path)))
+            self.baseline, self.sample_count = self.evaluator.mean(values), len(values)
+        elif self.evaluator is not None:
             self.baseline = self.evaluator(str(model_path))
         elif self.metric in contract.TASK_METRICS:
             self.baseline = self.accuracy(model_path)
@@ -239,7 +284,7 @@ class Scorer:
         import numpy as np
 
         if self.evaluator is not None:
-            raise ValueError("a user evaluator scores a whole model, not one sample at a time")
+            return self.evaluator_by_sample(model_path, watch)
         session, samples = self.session(model_path), self.samples()
         if not samples:
             raise ValueError("the evaluation reader gave no samples")
@@ -259,6 +304,26 @@ class Scorer:
             value = self.baseline - top_k_accuracy(rows, contract.TASK_METRICS[self.metric])
         else:
             value = float(np.mean([values[i] for i in ordered]))
+        if not math.isfinite(value):
+            raise ValueError(f"the score of {model_path.name} is {value}")
+        return float(value)
+
+    def evaluator_by_sample(self, model_path: Path, watch: Any) -> float:
+        """A generator evaluator's scores told to `watch` as it yields them (its own order; the loss, -score, so lower
+        is better as the study minimizes), the generator closed when watch stops the scoring; score()'s value out."""
+        import contextlib
+
+        samples = getattr(self.evaluator, "samples", None)
+        if samples is None:
+            raise ValueError("this evaluator returns one score a model; only one that yields a score a sample can be "
+                             "scored sample by sample")
+        values: list[float] = []
+        with contextlib.closing(samples(str(model_path))) as scores:
+            for score in scores:
+                values.append(score)
+                remaining = self.sample_count - len(values) if self.sample_count is not None else 1
+                watch(len(values) - 1, -score, max(remaining, 0))
+        value = self.baseline - self.evaluator.mean(values)
         if not math.isfinite(value):
             raise ValueError(f"the score of {model_path.name} is {value}")
         return float(value)

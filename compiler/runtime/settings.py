@@ -63,7 +63,8 @@ class Settings:
     calibration_cache: bool = field(default=False, metadata=_note("calibrate once per range key "
                                                                    "(calibration_cache/)"))
     # search.prune: "wilcoxon" (sampler trials scored sample by sample, stopped by Optuna's WilcoxonPruner); None: off
-    prune: str | None = field(default=None, metadata=_note("sampler trials scored sample by sample, hardest first"))
+    prune: str | None = field(default=None, metadata=_note("sampler trials scored sample by sample, stopped when "
+                                                                  "hopeless"))
     keep_float: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "op_types": [], "subgraphs": []})
     # engine qas, when the spec declares it: {"method": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
     # | "mean", "blocks": {name: [regex]}, "top": bars in the chart, "base": a nested config, "search": None |

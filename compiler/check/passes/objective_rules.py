@@ -3,18 +3,19 @@
 QAS350: a tolerance the metric cannot take (a percentage needs a float score: a user evaluator's, or top1/top5's
 accuracy; psnr has no finite float reference); QAS351: several objectives with a sampler or a stage that takes one
 (CmaEs, Grid, two-stage grid selection); QAS352: objectives without accuracy; QAS353: stop.at_tolerance without a
-tolerance; QAS356: search.prune with several objectives (Optuna's pruners take one value) or a user evaluator (it
-returns one score, not one a sample); QAS354 (warning): latency measured by several workers sharing a machine;
-QAS355 (warning): stop.min_trials above the budget. The engine's support (QAS326) is the parallel pass's; a latency
-device without its execution provider is the environment pass's (QAS603), which runs first; a timeout that is no
-duration is the schema's (QAS205).
+tolerance; QAS356: search.prune with several objectives (Optuna's pruners take one value) or a user evaluator that
+returns one score a model (a generator that yields one score a sample can be pruned); QAS354 (warning): latency
+measured by several workers sharing a machine; QAS355 (warning): stop.min_trials above the budget. The engine's
+support (QAS326) is the parallel pass's; a latency device without its execution provider is the environment pass's
+(QAS603), which runs first; a timeout that is no duration is the schema's (QAS205).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compiler.check.resolved import TASK_METRICS, objectives, two_stage
+from compiler.check.resolved import TASK_METRICS, objectives, spec_path, two_stage
+from compiler.check.user_code import yields
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import Spec
 from compiler.runtime.contract import MULTI_OBJECTIVE_SAMPLERS
@@ -35,9 +36,14 @@ def _prune(spec: Spec) -> Iterator[Diagnostic]:
         yield diag("QAS356", f"search.prune stops a trial by its per-sample accuracy, but search.objectives has "
                              f"{len(objectives(spec))} objectives (Optuna's pruners take one value)", at,
                    hint="remove search.prune, or use objectives: [accuracy]", at_key=True)
-    if spec.evaluation.evaluator is not None:
-        yield diag("QAS356", "search.prune needs one score a sample, and a user evaluator returns one score a model",
-                   at, hint="remove search.prune, or score with a built-in metric (L2, cos, top1, ...)", at_key=True)
+    evaluator = spec.evaluation.evaluator
+    if evaluator is not None:
+        file, name = evaluator.rsplit(":", 1)
+        if yields(spec_path(spec, file), name) is False:  # None: the data pass says what is wrong with the file
+            yield diag("QAS356", f"search.prune needs one score a sample, and evaluator {evaluator} returns one score "
+                                 "a model", at, hint="yield one score per evaluation sample instead of returning "
+                                                     "their mean (see the evaluator contract in README), or remove "
+                                                     "search.prune", at_key=True)
 
 
 def _tolerance(spec: Spec) -> Iterator[Diagnostic]:
