@@ -58,6 +58,13 @@ class Format(StrEnum):
     json = "json"
 
 
+class Stage(StrEnum):
+    """A search stage, as `qas export --stage` takes it (contract.STAGE_GRID, STAGE_SAMPLER)."""
+
+    grid = "grid"
+    sampler = "sampler"
+
+
 SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The search spec (YAML).", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", help="Diagnostics and the plan as text or JSON.")]
 PythonOpt = Annotated[str | None, typer.Option(
@@ -547,6 +554,72 @@ def report_command(
         return
     sys.stdout.write(report_text(report))
     typer.echo(f"wrote {', '.join(_display_name(out_dir / f) for f in written)}", err=True)
+
+
+@app.command("export", cls=Command)
+@_guard
+def export_command(
+    out_dir: Annotated[Path, typer.Argument(
+        metavar="OUT", help="A search's output folder, its run_manifest.yaml, or the spec (as qas run takes).",
+        show_default=False)],
+    trial: Annotated[int | None, typer.Option("--trial", min=0, metavar="N", help="The trial to rebuild (its number "
+                                                                                  "in `qas report`).")] = None,
+    stage: Annotated[Stage | None, typer.Option("--stage", help="The trial's stage (default: sampler, or grid when "
+                                                                 "the search runs only a grid).")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", metavar="PATH", help="Where the model goes "
+                                                "(default: exported_<stage>_<N>.onnx in the output folder).")] = None,
+    pareto: Annotated[bool, typer.Option("--pareto", help="Rebuild every member of the Pareto front "
+                                                          "(search.objectives).")] = False,
+    python: PythonOpt = None,
+) -> None:
+    """Rebuild a recorded trial's model from its recorded configuration and check it scores what the study recorded.
+
+    Reads only the study (the search may still be running) and quantizes again with Quark, reusing the calibration
+    cache; works after keep_models removed the trial's files. Exits 0 when every model scores exactly the recorded
+    value; 1 when one differs (it says by how much and why; the model is written either way).
+
+    Examples:
+
+      qas export out/ --trial 7
+
+      qas export spec.yaml --trial 2 --stage grid -o int8.onnx
+
+      qas export out/ --pareto
+    """
+    import subprocess
+
+    from compiler.report.manifest import load_manifest
+
+    if (trial is None) == (not pareto):
+        typer.echo("qas: error: give --trial N or --pareto\n  hint: qas export OUT --trial N", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    if pareto and (stage is not None or output is not None):
+        typer.echo("qas: error: --pareto writes exported_sampler_<N>.onnx for each member of the front\n"
+                   "  hint: drop --stage and -o", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    found = resolve_out_dir(out_dir)
+    if isinstance(found, str):
+        typer.echo(f"qas: error: {found}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    manifest = load_manifest(found / MANIFEST_FILE)
+    if isinstance(manifest, str):
+        typer.echo(f"qas: error: {manifest}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    engine = ENGINES.get(manifest["engine"])
+    if engine is None or not engine.supports("export"):
+        why = engine.why_not("export") if engine is not None else "unknown engine"
+        typer.echo(f"qas: error: engine {manifest['engine']} cannot export a trial: {why}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    if not (found / manifest["outputs"]["runtime"] / "export.py").is_file():  # compiled by a qas without export
+        typer.echo(f"qas: error: {_display_name(found)} was compiled by an older qas, whose runtime cannot export\n"
+                   f"  hint: compile its spec again (qas compile SPEC); the study and its trials stay", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    argv = [python or sys.executable, manifest["outputs"]["script"]]
+    argv += ["--export-pareto"] if pareto else ["--export", str(trial)]
+    argv += ["--export-stage", stage.value] if stage is not None else []
+    argv += ["--export-to", str(output.resolve())] if output is not None else []
+    ran = subprocess.run(argv, cwd=found)
+    raise typer.Exit(shell_exit_code(ran.returncode))
 
 
 @app.command("dashboard", cls=Command)

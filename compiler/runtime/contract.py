@@ -221,6 +221,7 @@ class AutoSearchProEngine(Engine):
         "trial_timeout": "AutoSearchPro runs its trials in its own loop",
         "calibration_cache": "AutoSearchPro calibrates every trial in its own loop",
         "prune": "AutoSearchPro scores every trial whole in its own loop",
+        "export": "AutoSearchPro records Optuna's flattened parameters, not the nested config a model is rebuilt from",
         "workers": "Quark's n_jobs above 1 crashes (F2)",
         "launch": "Quark's AutoSearchPro runs one process (F2)",
         "objectives": _ranks_by_one_value,
@@ -234,7 +235,7 @@ class AutoSearchProEngine(Engine):
 # several workers on one study; cluster launch files; search.objectives, evaluation.tolerance and the winner rule;
 # search.stop; output.mlflow tracking.
 FEATURES = ("keep_float", "sensitivity", "keep_models", "max_failures", "trial_timeout", "calibration_cache",
-            "prune", "workers", "launch", "objectives", "stop_rules", "tracking")
+            "prune", "export", "workers", "launch", "objectives", "stop_rules", "tracking")
 # The Settings fields each feature decides: an engine without the feature gets the field's default.
 SETTING_FEATURES = {"max_failures": "max_failures", "trial_timeout": "trial_timeout", "keep_models": "keep_models",
                     "calibration_cache": "calibration_cache", "prune": "prune",

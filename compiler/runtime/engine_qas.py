@@ -171,6 +171,10 @@ def interrupted(search: Search, role: Role) -> int:
 def main(settings: Settings, role: Role) -> int:
     """Run (or resume) the search as `role` says (alone, launching workers, or as one worker); the exit code out."""
     os.chdir(settings.here)  # Quark appends quantized_info.csv to the working directory
+    if role.export is not None:
+        from .export import export
+
+        return export(settings, role.export)
     if role.sensitivity_only:
         run_sensitivity(settings)
         return contract.EXIT_OK

@@ -13,10 +13,12 @@ import argparse
 import os
 import sys
 import traceback
+from typing import Any
 
 from . import contract, lock, stopping
 from .checks import check_device, check_model, check_packages
 from .console import route_library_output, set_tag, warn
+from .export import ExportRequest
 from .lock import release_worker_lock
 from .redact import scrubbed
 from .roles import Role, default_index, index_problem, workers_problem
@@ -42,6 +44,15 @@ def parse_args(argv: list[str] | None, settings: Settings) -> Role:
     parser.add_argument("--sensitivity", action="store_true",
                         help=f"only rank nodes and blocks by sensitivity into {contract.SENSITIVITY_FILE} (reused when "
                              "nothing it depends on changed), then stop")
+    parser.add_argument("--export", type=int, default=None, metavar="N",
+                        help="rebuild trial N's model from its recorded configuration, score it and compare with the "
+                             "recorded value (no search runs)")
+    parser.add_argument("--export-stage", choices=(contract.STAGE_GRID, contract.STAGE_SAMPLER), default=None,
+                        help="the stage of trial N (default: sampler, or grid when the search runs only a grid)")
+    parser.add_argument("--export-to", default=None, metavar="PATH",
+                        help="where the model goes (default: exported_<stage>_<N>.onnx in the output folder)")
+    parser.add_argument("--export-pareto", action="store_true",
+                        help="rebuild every member of the Pareto front (search.objectives)")
     parser.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)  # a launcher's worker
     args = parser.parse_args(argv)
     index, source = default_index() if args.worker_index is None else (args.worker_index, None)
@@ -55,7 +66,26 @@ def parse_args(argv: list[str] | None, settings: Settings) -> Role:
     if args.sensitivity and not engine.supports("sensitivity"):
         parser.error(f"engine {engine.name} has no sensitivity analysis; use engine qas")
     return Role(workers=args.workers, worker=args.worker or args.spawned, index=index, spawned=args.spawned,
-                verbose=args.verbose, sensitivity_only=args.sensitivity)
+                verbose=args.verbose, sensitivity_only=args.sensitivity, export=export_request(parser, args, engine))
+
+
+def export_request(parser: argparse.ArgumentParser, args: argparse.Namespace, engine: Any) -> ExportRequest | None:
+    """The --export options in; the request (None without them) out; a contradiction is a usage error."""
+    if args.export is None and not args.export_pareto:
+        if args.export_stage is not None or args.export_to is not None:
+            parser.error("--export-stage and --export-to go with --export N")
+        return None
+    if not engine.supports("export"):
+        parser.error(f"engine {engine.name} cannot export a trial: {engine.why_not('export')}")
+    if args.export is not None and args.export_pareto:
+        parser.error("give --export N or --export-pareto, not both")
+    if args.export_pareto and (args.export_stage is not None or args.export_to is not None):
+        parser.error("--export-pareto writes exported_sampler_<N>.onnx for each member of the front; drop "
+                     "--export-stage and --export-to")
+    if args.export is not None and args.export < 0:
+        parser.error("--export takes a trial number (0 or more)")
+    to = os.path.abspath(args.export_to) if args.export_to is not None else None  # the caller's folder, not ours
+    return ExportRequest(args.export, args.export_stage, to, args.export_pareto)
 
 
 def main(settings: Settings, argv: list[str] | None = None) -> int:
@@ -72,7 +102,8 @@ def main(settings: Settings, argv: list[str] | None = None) -> int:
     check_device(settings.device)
     check_model(settings.model_path, settings.model_sha256)
     # One launcher per study and machine; a worker joins on purpose (the slots keep the budget exact)
-    held = None if role.worker else lock.acquire(settings.path(settings.study_db))
+    # An export only reads the study (it may run beside the search)
+    held = None if role.worker or role.export else lock.acquire(settings.path(settings.study_db))
     log = settings.path(contract.SEARCH_LOG_FILE)
     if not role.verbose:
         route_library_output(log)

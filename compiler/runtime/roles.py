@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from . import contract
 
@@ -24,6 +25,7 @@ class Role:
     spawned: bool = False
     verbose: bool = False
     sensitivity_only: bool = False  # --sensitivity: rank the nodes (sensitivity.json) and stop before the search
+    export: Any = None  # --export N / --export-pareto: an export.ExportRequest (rebuild recorded trials, no search)
 
 
 def default_index() -> tuple[int, str | None]:
