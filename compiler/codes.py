@@ -94,7 +94,8 @@ CODES: dict[str, Code] = _registry(
     Code("QAS353", E, "stop at tolerance without a tolerance"),
     Code("QAS354", W, "latency measured by several workers"),
     Code("QAS355", W, "tolerance stop can never fire"),
-    Code("QAS356", E, "search.prune with several objectives or a user evaluator"),
+    Code("QAS356", E, "search.prune where it cannot prune (several objectives, one score a model, sampler Grid)"),
+    Code("QAS357", W, "quantized_fraction the same for every trial"),
     # budget
     Code("QAS401", E, "more than 200 trials without opt-in"),
     Code("QAS402", N, "Quark's trial clamp neutralized"),

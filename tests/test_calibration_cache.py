@@ -59,12 +59,40 @@ def test_one_calibration_per_key_and_every_trial_restores_from_its_own_copy(tmp_
         assert set(json.loads(file.read_text())) == {"quark_version", "tensors_range"}
 
 
-def test_a_quantization_that_saved_no_ranges_leaves_no_cache_file(tmp_path: Path) -> None:
+def test_a_key_quark_saves_no_ranges_for_is_marked_and_run_without_the_lock(tmp_path: Path) -> None:
     cache = CalibrationCache(tmp_path / "cache", MODEL, "data")
+    paths: list[Any] = []
 
-    def float16(path: Path) -> Any:  # Quark skips calibration for float16 activations: nothing saved
-        return None
+    def float16(path: Any) -> None:  # Quark skips calibration for float16 activations: nothing saved
+        paths.append(path)
 
     assert cache.quantize(BASE, [], float16) is True
     assert cache.quantize(BASE, [], float16) is True
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert paths[0] is not None and paths[1] is None  # the second knew: no SaveAndRestore file, no lock
+    assert [f.suffix for f in (tmp_path / "cache").iterdir()] == [".none"]
+
+
+def test_pass_through_op_types_are_never_restored(tmp_path: Path) -> None:
+    cache = CalibrationCache(tmp_path / "cache", MODEL, "data")
+    paths: list[Any] = []
+    config = dict(BASE, CalibPassthroughOpTypes=["GlobalAveragePool"])
+    assert cache.quantize(config, [], paths.append) is True
+    assert cache.quantize(config, [], paths.append) is True
+    assert paths == [None, None]  # Quark applies them only when it calibrates
+
+
+def test_the_keys_lock_is_released_once_quark_has_saved_the_ranges(tmp_path: Path) -> None:
+    from compiler.runtime.calibration_cache import RANGES_SAVED
+
+    cache = CalibrationCache(tmp_path / "cache", MODEL, "data")
+    seen: dict[str, Any] = {}
+
+    def calibrate_then_finetune(path: Path) -> None:
+        path.write_text(json.dumps({"quark_version": "0.13", "tensors_range": {"x": [[-1.0], [1.0]]}}))
+        RANGES_SAVED.callback()  # what the wrapped save_and_restore_func does right after Quark saves
+        seen["locks while fine-tuning"] = sorted(p.name for p in (tmp_path / "cache").glob("*.lock"))
+        seen["cached while fine-tuning"] = sorted(p.suffix for p in (tmp_path / "cache").iterdir())
+
+    assert cache.quantize(BASE, [], calibrate_then_finetune) is True
+    assert seen == {"locks while fine-tuning": [], "cached while fine-tuning": [".json"]}
+    assert RANGES_SAVED.callback is None

@@ -81,3 +81,33 @@ def test_two_workers_on_one_machine_calibrate_each_range_key_once(tmp_path: Path
     calibrated = [t for t in quantized if not t["steps"]["calibration_cached"]]
     assert len(calibrated) == len(keys) == report["cost"]["calibrations"]
     assert len(list((tmp_path / "autosearch_output/calibration_cache").iterdir())) == len(keys)  # no lock left
+
+
+def test_the_ranges_are_kept_as_soon_as_quark_saves_them_before_it_quantizes(tmp_path: Path, monkeypatch) -> None:
+    """The real Quark calls the wrapped save_and_restore_func right after calibrating: the key's file exists (and its
+    lock is free) before the quantized model is written."""
+    from quark.onnx.calibration import CachedDataReader
+
+    from compiler.runtime import calibration_cache
+    from compiler.runtime.calibration_cache import RANGES_SAVED, CalibrationCache
+    from compiler.runtime.quantize import QuarkQuantizer
+    from compiler.runtime.readers import FolderReader, model_input_names
+
+    zm = build("resnet_bn", tmp_path)
+    reader = CachedDataReader(FolderReader(zm.calib_dir, model_input_names(zm.model), None))
+    cache = CalibrationCache(tmp_path / "cache", {"m": "x"}, "d")
+    output = tmp_path / "q.onnx"
+    kept_before_model: list[bool] = []
+    keep = calibration_cache.CalibrationCache._keep
+
+    def watched_keep(trial_file: Path, cached: Path) -> bool:
+        kept_before_model.append(not output.exists())
+        return keep(trial_file, cached)
+
+    monkeypatch.setattr(calibration_cache.CalibrationCache, "_keep", staticmethod(watched_keep))
+    RANGES_SAVED.install()
+    steps = QuarkQuantizer(zm.model, reader, [], cache=cache).quantize(
+        {"activation": "Int8Spec", "weight": "Int8Spec"}, output, [])
+    assert steps["calibration_cached"] is False and output.is_file()
+    assert kept_before_model == [True]  # kept from the hook, not after the quantization
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".json"]

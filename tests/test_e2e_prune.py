@@ -100,3 +100,15 @@ def test_a_generator_evaluator_is_pruned_sample_by_sample(tmp_path: Path) -> Non
     assert pruned, [t["value"] for t in report["all_trials"]]
     assert all(0 < t["samples_seen"] < EVAL_SAMPLES for t in pruned)
     assert report["cost"]["inferences_saved"] > 0
+
+
+def test_an_evaluator_alias_that_returns_one_score_stops_before_any_trial(tmp_path: Path) -> None:
+    zm = build("resnet_bn", tmp_path)
+    (tmp_path / "evals.py").write_text("def whole(path):\n    return 0.5\n\nscore = whole\n")
+    zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=2, extra_yaml=(
+        "evaluation: {metric: null, data: null, evaluator: 'evals.py:score', higher_is_better: true}\n"
+        "search: {prune: wilcoxon}\n"))
+    done = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0 and "search.prune needs one score a sample" in said, said[-3000:]
+    assert "Traceback" not in said and "trial 0" not in said

@@ -31,7 +31,7 @@ def test_the_cost_section_counts_what_ran_and_what_pruning_saved() -> None:
     assert cost == {"floor_s": 0.75, "trial_median_s": 1.5, "calibrations": 1, "quantizations": 3,
                     "inferences": 2 * 10 + 3, "inferences_saved": 7, "pruned": 1,
                     "steps": {"calibrate_s": 0.0, "quantize_s": 1.0, "finetune_s": 0.0, "evaluate_s": 0.5,
-                              "latency_s": 0.0}}
+                              "latency_s": 0.0, "prune_s": 0.0}}
 
 
 def test_without_recorded_steps_or_floor_the_section_says_what_it_cannot_know() -> None:

@@ -33,3 +33,14 @@ def test_only_a_yield_in_the_functions_own_body_makes_it_a_generator(tmp_path: P
     (tmp_path / "broken.py").write_text("def f(:\n")
     assert yields(tmp_path / "broken.py", "f") is None
     assert yields(tmp_path / "absent.py", "f") is None
+
+
+def test_the_last_binding_of_the_name_decides(tmp_path: Path) -> None:
+    file = tmp_path / "evals.py"
+    file.write_text("def score(p):\n    yield 1\n\ndef score(p):\n    return 1\n\n"
+                    "def other(p):\n    return 1\n\ndef other(p):\n    yield 1\n\n"
+                    "def base(p):\n    yield 1\n\nalias = base\n\nasync def coro(p):\n    return 1\n")
+    assert yields(file, "score") is False  # redefined: the second, returning one, is what Python keeps
+    assert yields(file, "other") is True
+    assert yields(file, "alias") is None  # an alias: the script checks it when it loads it
+    assert yields(file, "coro") is False

@@ -7,6 +7,7 @@ from typing import Any
 from compiler.back.cost import duration
 from compiler.back.lower import Plan
 from compiler.check.budget_facts import gb
+from compiler.runtime.objectives import PRIMARY
 
 ROUGH = ("rough: fitted to CPU runs of three models, fine-tuning included (bench/cost_model.py; ratios in README), "
          "within 2x of them; fitted on a loaded 2-core machine, where fine-tuning ran 20-35x slower than on an idle "
@@ -83,6 +84,7 @@ def _objectives(plan: Plan) -> dict[str, Any]:
 
 WINNER_TEXT = {"latency": "the fastest within it (latencies tie within their measured spread), else the most accurate",
                "size": "the smallest within it, else the most accurate",
+               "quantized_fraction": "the most quantized within it, else the most accurate",
                "accuracy": "the most accurate (and whether it is within)"}
 
 
@@ -93,7 +95,7 @@ def _objectives_text(s: dict[str, Any]) -> list[tuple[str, str]]:
         told = ("no tolerance: the most accurate wins" if tolerance is None else
                 f"tolerance {tolerance['value']:.6g}" + (" of the float score" if tolerance["relative"] else "")
                 + "; winner: "
-                + WINNER_TEXT[next((o for o in ("latency", "size") if o in s["objectives"]), "accuracy")])
+                + WINNER_TEXT[next((o for o in PRIMARY if o in s["objectives"]), "accuracy")])
         rows.append(("objectives", f"{', '.join(s['objectives'])}; {told}"))
     if "stop" in s:
         stop, parts = s["stop"], []

@@ -24,10 +24,9 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.study._frozen import FrozenStudy
 
 from compiler.report.manifest import first_line, load_manifest
-from compiler.runtime.contract import GRID_STUDY_SUFFIX, MANIFEST_FILE, QUANT_PLAN_FILE
+from compiler.runtime.contract import GRID_STUDY_SUFFIX, MANIFEST_FILE, OBJECTIVE_LABELS, QUANT_PLAN_FILE
 
 INSTALL = "pip install 'optuna-dashboard>=0.21,<0.22'   (or: pip install 'qas-compiler[dashboard]')"
-OBJECTIVE_LABELS = {"latency": "latency (ms per sample)", "size": "size (bytes)"}
 METRIC_NAMES_ATTR = "study:metric_names"  # Optuna's own key (Study.set_metric_names); the dashboard reads it
 
 

@@ -113,6 +113,8 @@ def measured_estimate(out_dir: Path, workers: int) -> str | None:
     cost, trials, budget = report["cost"], report["trials"], report["budget"]
     done = trials["complete_sampler"] + trials["pruned"] + trials["complete_grid"]
     left = max(budget["effective_trials"] + budget["grid_configs"] - done, 0)
+    if left == 0:
+        return None
     seconds = left * cost["trial_median_s"] / max(workers, 1)
     return (f"  measured    {cost['quantizations']} trial(s) quantized so far, median {cost['trial_median_s']:.3g} s "
             f"a trial ({cost['calibrations']} calibrated); about {duration(seconds)} for the {left} left")

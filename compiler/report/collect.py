@@ -267,8 +267,9 @@ def _distinct(ranked: list[_Row]) -> list[tuple[_Row, list[int]]]:
 
 
 def _value(trial: Any) -> float | None:
-    """A trial's accuracy value: its only value, or the first of several (search.objectives)."""
-    return trial.values[0] if trial.values else None
+    """A trial's accuracy value: its only value, or the first of several (search.objectives); None for a PRUNED one
+    (Optuna keeps its last reported sample's score there, not a score of the trial)."""
+    return trial.values[0] if trial.values and trial.state.name != "PRUNED" else None
 
 
 def _trial_row(r: _Row, numbers: dict[tuple[str, int], Any]) -> dict[str, Any]:
@@ -320,16 +321,16 @@ def _float_model_bytes(out_dir: Path) -> int | None:
 
 
 def _workers(rows: list[_Row]) -> dict[str, dict[str, int]]:
-    """Per worker ("<index>@<host>:<pid>"): its complete, failed, interrupted and running trials."""
+    """Per worker ("<index>@<host>:<pid>"): its complete, pruned, failed, interrupted and running trials."""
     found: dict[str, dict[str, int]] = {}
     for r in rows:
         worker = r.trial.user_attrs.get(ATTR_WORKER)
         if worker is None or r.trial.state.name == "WAITING":
             continue
-        counts = found.setdefault(worker, {"complete": 0, "failed": 0, "interrupted": 0, "running": 0})
+        counts = found.setdefault(worker, {"complete": 0, "pruned": 0, "failed": 0, "interrupted": 0, "running": 0})
         state = r.trial.state.name
-        if state == "COMPLETE":
-            counts["complete"] += 1
+        if state in ("COMPLETE", "PRUNED"):
+            counts[state.lower()] += 1
         elif state == "RUNNING":
             counts["running"] += 1
         elif state == "FAIL":

@@ -14,7 +14,7 @@ from typing import Any
 from compiler.report.history import history_figure, history_png, history_points
 from compiler.report.studies import load_studies
 from compiler.report.text import view
-from compiler.runtime.contract import PLOTS_DIR
+from compiler.runtime.contract import OBJECTIVE_LABELS, PLOTS_DIR
 from compiler.runtime.pareto_plot import ParetoInput, accuracy_label, float_accuracy, pareto_figure, pareto_png
 
 PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
@@ -23,8 +23,8 @@ PLOTS = {"history_html": f"{PLOTS_DIR}/optimization_history.html",
          "pareto_html": f"{PLOTS_DIR}/pareto_front.html",  # search.objectives: runtime/pareto_plot.py
          "pareto_png": f"{PLOTS_DIR}/pareto_front.png",
          "history_latency_html": f"{PLOTS_DIR}/optimization_history_latency.html",  # search.objectives: one history
-         "history_size_html": f"{PLOTS_DIR}/optimization_history_size.html"}  # an objective (accuracy's above)
-OBJECTIVE_LABELS = {"latency": "latency (ms per sample)", "size": "size (bytes)"}  # the histories' axes
+         "history_size_html": f"{PLOTS_DIR}/optimization_history_size.html",  # an objective (accuracy's above)
+         "history_quantized_fraction_html": f"{PLOTS_DIR}/optimization_history_quantized_fraction.html"}
 PLOTLY_JS = f"{PLOTS_DIR}/plotly.min.js"  # written once beside the HTML plots, which load it by this name
 STAGE_LABELS = {"grid_name": "grid stage", "name": "sampler stage"}  # legend names for the studies (hashed names)
 
@@ -134,7 +134,8 @@ def pareto_input(study: Any, report: dict[str, Any]) -> ParetoInput:
         bound=(view.get("tolerance") or {}).get("bound"),
         float_values={"accuracy": float_accuracy(directions[names.index("accuracy")]),
                       "latency": floats.get("latency_ms"),
-                      "size": floats.get("size_bytes") or report.get("float_model_bytes")})
+                      "size": floats.get("size_bytes") or report.get("float_model_bytes"),
+                      **({"quantized_fraction": 0.0} if "quantized_fraction" in names else {})})
 
 
 def _pareto_plots(study: Any, report: dict[str, Any], notes: list[str]) -> dict[str, str | bytes]:

@@ -52,7 +52,7 @@ def status_text(r: dict[str, Any], now: datetime | None = None) -> str:
         progress = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials"
         if t.get("pruned"):  # search.prune: pruned trials count toward the budget
             progress = (f"{t['complete_sampler'] + t['pruned']} of {b['effective_trials']} sampler trials "
-                        f"({t['pruned']} pruned)")
+                        f"({t['pruned']} of them pruned)")
         if b["grid_configs"]:
             progress += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
     state = r.get("state") or search_state(r)
@@ -71,7 +71,8 @@ def status_text(r: dict[str, Any], now: datetime | None = None) -> str:
         lines.append("workers:")
         for worker, worker_counts in r["workers"].items():
             line = f"  {worker}: {worker_counts['complete']} complete"
-            line += "".join(f", {worker_counts[k]} {k}" for k in ("failed", "interrupted") if worker_counts[k])
+            line += "".join(f", {worker_counts[k]} {k}" for k in ("pruned", "failed", "interrupted")
+                            if worker_counts.get(k))
             doing = running.get(worker)
             if doing is not None:
                 line += "; " + _doing(doing, now)

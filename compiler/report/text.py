@@ -9,6 +9,7 @@ from typing import Any
 
 from compiler.report.manifest import first_line
 from compiler.report.studies import varying
+from compiler.runtime.contract import OBJECTIVE_UNITS
 from compiler.runtime.sensitivity import MEASURES, choice_text
 
 
@@ -49,7 +50,8 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
     ]
     if len(r.get("workers", {})) > 1:
         facts.append(("workers", "; ".join(f"{w}: {c['complete']} complete" + "".join(
-            f", {c[k]} {k}" for k in ("failed", "interrupted", "running") if c[k]) for w, c in r["workers"].items())))
+            f", {c[k]} {k}" for k in ("pruned", "failed", "interrupted", "running") if c.get(k))
+            for w, c in r["workers"].items())))
     if r["metric"] is not None:
         facts.append(("float model", _float_model(metric, higher, float_score)))
     facts += _sensitivity_facts(r.get("sensitivity"))
@@ -187,7 +189,8 @@ def _cost_facts(cost: dict[str, Any]) -> list[tuple[str, str]]:
     ratio = f"; {cost['trial_median_s'] / floor:.1f}x the floor of {_seconds(floor)}" if floor else ""
     counts = (f"{cost['quantizations']} quantized, {cost['calibrations']} calibrated"
               + (f", {cost['inferences']} evaluation inferences" if cost["inferences"] is not None else "")
-              + (f", {cost['pruned']} pruned saving {cost['inferences_saved']}" if cost["pruned"] else ""))
+              + (f", {cost['pruned']} pruned ({cost['inferences_saved']} evaluation inferences saved)"
+                 if cost["pruned"] else ""))
     return [("trial cost", f"median {_seconds(cost['trial_median_s'])} ({steps or 'no step timed'}){ratio}"),
             ("work", counts)]
 
@@ -259,6 +262,8 @@ def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
     if "size" in w:
         out.append(("size", f"winner {int(w['size'])} B, float model {f['size_bytes']} B"
                             + (f" ({o['size_ratio']:.0%})" if o["size_ratio"] else "")))
+    if "quantized_fraction" in w:
+        out.append(("quantized", f"winner {w['quantized_fraction']:.0%} of the weight nodes (the rest kept float)"))
     tolerance = o.get("tolerance")
     if tolerance is not None:
         met = "met" if tolerance.get("met") else "NOT met: no trial is within it"
@@ -276,7 +281,7 @@ def _objective_facts(o: dict[str, Any] | None) -> list[tuple[str, str]]:
     return out
 
 
-UNITS = {"latency": " ms", "size": " B"}  # as the script's trial lines print them
+UNITS = OBJECTIVE_UNITS  # as the script's trial lines print them
 
 
 def _values(values: dict[str, Any]) -> str:

@@ -2,7 +2,8 @@
 section out: {floor_s, trial_median_s, calibrations, quantizations, inferences, inferences_saved, pruned, steps}.
 
 floor_s is F = one float pass over the calibration samples + one quantized pass over the evaluation samples (the
-median trial's evaluate_s): what a trial must cost at least. `steps` is the median of each step over the quantized
+median evaluate_s of the trials scored whole; prune_s, the pruner's bookkeeping, apart): what a trial must cost at
+least. `steps` is the median of each step over the quantized
 trials. A trial answered from the study (a repeated configuration) quantized nothing and is not counted.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from compiler.runtime.contract import ATTR_REUSED_FROM, ATTR_SAMPLES_SEEN, ATTR_STEPS, FLOOR_ATTR
 
-STEPS = ("calibrate_s", "quantize_s", "finetune_s", "evaluate_s", "latency_s")
+STEPS = ("calibrate_s", "quantize_s", "finetune_s", "evaluate_s", "latency_s", "prune_s")
 
 
 def cost_section(trials: list[Any], study_attrs: dict[str, Any]) -> dict[str, Any] | None:
@@ -25,9 +26,10 @@ def cost_section(trials: list[Any], study_attrs: dict[str, Any]) -> dict[str, An
     steps = [t.user_attrs[ATTR_STEPS] for t in quantized]
     floor = study_attrs.get(FLOOR_ATTR) or {}
     per_trial = [sum(s.get(name, 0.0) for name in STEPS) for s in steps]
-    evaluate = statistics.median(s.get("evaluate_s", 0.0) for s in steps)
-    eval_samples = floor.get("evaluation_samples")
     pruned = [t for t in quantized if t.state.name == "PRUNED"]
+    whole = [t.user_attrs[ATTR_STEPS] for t in quantized if t.state.name != "PRUNED"] or steps
+    evaluate = statistics.median(s.get("evaluate_s", 0.0) for s in whole)  # a whole pass, not a pruned part
+    eval_samples = floor.get("evaluation_samples")
     seen = [t.user_attrs.get(ATTR_SAMPLES_SEEN, eval_samples or 0) for t in pruned]
     scored_whole = len(quantized) - len(pruned)
     return {

@@ -16,11 +16,13 @@ then restore.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,22 +62,39 @@ class CalibrationCache:
         return self.folder / f"{key}.json"
 
     def quantize(self, config: dict[str, Any], exclusions: list[Any], run: Any) -> bool:
-        """Run `run(save_and_restore_path)` (one Quark quantization) with this key's ranges restored when they are
-        cached, else calibrating under the key's lock and keeping the ranges; True when calibration ran."""
+        """Run `run(save_and_restore_path or None)` (one Quark quantization) with this key's ranges restored when they
+        are cached, else calibrating under the key's lock (released as soon as Quark has saved the ranges, so another
+        worker waits for a calibration, never for a fine-tuning) and keeping them; True when calibration ran."""
+        if config.get("CalibPassthroughOpTypes"):
+            # Quark drops pass-through op types from quantization only when it calibrates: a restore would quantize them
+            run(None)
+            return True
         key = range_key(self.model_sha256, self.samples, config, exclusions, self.quark_version)
-        cached = self.path(key)
+        cached, rangeless = self.path(key), self.folder / f"{key}.none"
         if cached.is_file():
             self._run_on_copy(cached, run)
             return False
+        if rangeless.is_file():  # Quark saves no ranges for this key (e.g. float16 activations): nothing to wait for
+            run(None)
+            return True
         self.folder.mkdir(parents=True, exist_ok=True)
-        with exclusive(self.folder / f"{key}.lock"):  # another worker calibrating this key: wait, then restore
+        with contextlib.ExitStack() as held:
+            held.enter_context(exclusive(self.folder / f"{key}.lock"))  # another worker calibrating it: wait
             if cached.is_file():
+                held.close()
                 self._run_on_copy(cached, run)
                 return False
             with tempfile.TemporaryDirectory(prefix="qas-ranges-") as work:
                 trial_file = Path(work) / "ranges.json"
-                run(trial_file)
-                self._keep(trial_file, cached)
+
+                def saved() -> None:  # Quark has written the ranges: keep them and let the others restore
+                    self._keep(trial_file, cached)
+                    held.close()
+
+                with RANGES_SAVED.watching(trial_file, saved):
+                    run(trial_file)
+                if not cached.is_file() and not self._keep(trial_file, cached):
+                    rangeless.touch()
         return True
 
     @staticmethod
@@ -86,19 +105,63 @@ class CalibrationCache:
             run(trial_file)
 
     @staticmethod
-    def _keep(trial_file: Path, cached: Path) -> None:
-        """The ranges Quark saved into the trial's file, written atomically as the key's file (nothing when Quark
-        saved none, e.g. a float16 activation type that is never calibrated)."""
+    def _keep(trial_file: Path, cached: Path) -> bool:
+        """The ranges Quark saved into the trial's file, written atomically as the key's file; False when Quark
+        saved none (e.g. a float16 activation type that is never calibrated)."""
         try:
             saved = json.loads(trial_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return
+            return False
         kept = {stage: saved[stage] for stage in RANGE_STAGES if stage in saved}
         if "tensors_range" not in kept:
-            return
+            return False
         partial = cached.with_name(f".{cached.name}.{os.getpid()}.partial")
         partial.write_text(json.dumps(kept), encoding="utf-8")
         os.replace(partial, cached)
+        return True
+
+
+class RangesSaved:
+    """Calls back when Quark has saved the calibrated ranges into a watched SaveAndRestore file: install() wraps the
+    save_and_restore_func that Quark's quantize_static calls right after calibrating (before it quantizes and
+    fine-tunes). Without install() (Quark quantizing in this process, not the quantizer's child) nothing calls back
+    and the key's lock is held to the end of the quantization: slower for other workers, never wrong."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.callback: Any = None
+        self.installed = False
+
+    def install(self) -> None:
+        import quark.onnx.quantization.quantize as quark_quantize
+
+        if self.installed:
+            return
+        original = quark_quantize.save_and_restore_func
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            path = kwargs.get("save_and_restore", args[0] if args else None)
+            command = kwargs.get("command_type", args[1] if len(args) > 1 else None)
+            stage = kwargs.get("stage_name", args[3] if len(args) > 3 else "tensors_range")
+            if command == "save" and stage == "tensors_range" and self.callback is not None and path == self.path:
+                callback, self.callback = self.callback, None
+                callback()
+            return result
+
+        quark_quantize.save_and_restore_func = watched
+        self.installed = True
+
+    @contextlib.contextmanager
+    def watching(self, path: Path, callback: Any) -> Iterator[None]:
+        self.path, self.callback = str(path), callback
+        try:
+            yield
+        finally:
+            self.path, self.callback = None, None
+
+
+RANGES_SAVED = RangesSaved()  # the process's one watch: Quark's function is wrapped once
 
 
 def cache_folder(here: Path) -> Path:

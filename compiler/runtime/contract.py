@@ -84,6 +84,9 @@ ATTR_RETRIED_FROM = "retried_from"  # a slot queued again for a trial whose work
 ATTR_WITHIN_TOLERANCE = "within_tolerance"  # with evaluation.tolerance: the trial's loss is within it (bool)
 ATTR_LATENCY = "latency"  # with the latency objective: {"median_ms", "spread_ms", "ratio", "rounds", ...} (latency.py)
 ATTR_SIZE = "size_bytes"  # with the size objective: the model file plus its external data, in bytes
+# with the quantized_fraction objective: {"quantized": weight nodes quantized, "weight_nodes": all of them, "fraction"}
+# (quantized_share.py)
+ATTR_QUANTIZED = "quantized_nodes"
 # where a quantized trial's time went, seconds: {"calibrate_s", "quantize_s", "finetune_s", "evaluate_s", "latency_s",
 # "calibration_cached": bool (engine qas with search.calibration_cache: the ranges were restored, not calibrated)}
 ATTR_STEPS = "steps"
@@ -118,7 +121,13 @@ MAX_WORKERS = 256
 DEFAULT_MAX_FAILURES = 5  # FAIL trials (not interrupted) before engine qas stops the search
 DEFAULT_HEARTBEAT_SECONDS = 10.0  # storage url: a running worker's heartbeat interval
 DEFAULT_GRACE_SECONDS = 60.0  # storage url: a trial whose worker sent no heartbeat for this long is taken back
-OBJECTIVES = ("accuracy", "latency", "size")  # search.objectives, in the order of a trial's values
+# search.objectives, in the order of a trial's values
+OBJECTIVES = ("accuracy", "latency", "size", "quantized_fraction")
+MAXIMIZED_OBJECTIVES = ("quantized_fraction",)  # the rest minimized (accuracy: by its metric's direction)
+# each objective's axis and unit, beside accuracy's (named by its metric); one place for plots, report and dashboard
+OBJECTIVE_LABELS = {"latency": "latency (ms per sample)", "size": "size (bytes)",
+                    "quantized_fraction": "quantized fraction (of the weight nodes)"}
+OBJECTIVE_UNITS = {"accuracy": "", "latency": " ms", "size": " B", "quantized_fraction": ""}
 DEFAULT_MIN_TRIALS = 5  # search.stop.min_trials: complete trials before the tolerance stop may fire
 DEFAULT_PATIENCE = 3  # search.stop.patience: the last trials that must not improve for the tolerance stop
 DEFAULT_MARGIN = 0.02  # search.stop.margin: an improvement smaller than this fraction does not count

@@ -71,6 +71,10 @@ def _run_stages(search: Search, process: Any) -> int | None:
         fail(f"the labels could not be read: {type(error).__name__}: {error}")
     scorer = Scorer(settings.metric, make_evaluator(settings.evaluator, settings.here), evaluation, settings.device,
                     labels)
+    if settings.prune and scorer.evaluator is not None and not hasattr(scorer.evaluator, "samples"):
+        fail(f"search.prune needs one score a sample, and evaluator {settings.evaluator['function']} returns one score "
+             "a model (compile could not tell: the name is bound at run time); make it yield one score per "
+             "evaluation sample, or remove search.prune")
     try:
         scorer.score_float(settings.model_path)
     except Exception as error:  # noqa: BLE001 - the float model must score, or no trial can

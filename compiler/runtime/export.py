@@ -70,10 +70,12 @@ def target_path(settings: Any, request: ExportRequest, stage: str, trial: Any) -
     return settings.path(f"exported_{stage}_{trial.number}.onnx")
 
 
-def comparison(recorded: float | None, rebuilt: float) -> tuple[bool, str]:
-    """The value the study recorded and the rebuilt model's in; (equal, the sentence that says so) out."""
+def comparison(recorded: float | None, rebuilt: float, state: str = "COMPLETE") -> tuple[bool, str]:
+    """The value the study recorded (None: the trial did not complete) and the rebuilt model's in; (equal, the
+    sentence that says so) out."""
     if recorded is None:
-        return False, f"scores {rebuilt:.9g}; the study recorded no value for it (it did not complete)"
+        why = "search.prune stopped it before its last sample" if state == "PRUNED" else "it did not complete"
+        return False, f"scores {rebuilt:.9g}; the study recorded no score for it ({why})"
     if rebuilt == recorded:
         return True, f"scores {rebuilt:.9g}, exactly the value the study recorded"
     return False, (f"scores {rebuilt:.9g}, the study recorded {recorded:.9g} (differs by {rebuilt - recorded:+.3g}): "
@@ -110,7 +112,8 @@ def export(settings: Any, request: ExportRequest) -> int:
             path = target_path(settings, request, stage, trial)
             path.parent.mkdir(parents=True, exist_ok=True)
             quantizer(trial.user_attrs[contract.ATTR_CONFIG], path)
-            equal, said = comparison(trial.values[0] if trial.values else None, scorer.score(path))
+            recorded = trial.values[0] if trial.values and trial.state.name == "COMPLETE" else None
+            equal, said = comparison(recorded, scorer.score(path), trial.state.name)
             all_equal = all_equal and equal
             (say if equal else warn)(f"qas: exported {stage} trial {trial.number} to {path}: {said}")
         return contract.EXIT_OK if all_equal else contract.EXIT_FAILED

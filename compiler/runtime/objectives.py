@@ -2,11 +2,12 @@
 and the tolerance stop out. Pure functions over Optuna's FrozenTrial (values, user_attrs, number); no storage.
 
 The winner rule (README, "Objectives"): among the trials within tolerance, the fastest (latency objective; else the
-smallest, size objective); a latency whose measured spread overlaps the fastest's (latency.py: each figure comes with
-the spread of its rounds) counts as a tie, and ties are broken by accuracy, then size, then the lower trial number.
-Without the latency and size objectives, or with no tolerance declared, or when no trial is within it, the most
-accurate wins (ties: size, latency, trial number), and the reason says which case held. A configuration is ranked
-once (distinct): a trial answered from the study repeats the trial that really quantized it, model file and all.
+smallest, size objective; else the most quantized, quantized_fraction objective); a latency whose measured spread
+overlaps the fastest's (latency.py: each figure comes with the spread of its rounds) counts as a tie, and ties are
+broken by accuracy, then size, then the lower trial number. Without those objectives, or with no tolerance declared,
+or when no trial is within it, the most accurate wins (ties: size, latency, trial number), and the reason says which
+case held. A configuration is ranked once (distinct): a trial answered from the study repeats the trial that really
+quantized it, model file and all.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .latency import spread
 from .space import config_key
 
 ORIGINAL_FIRST = 0  # tie-break: a trial really quantized before one answered from the study
+PRIMARY = ("latency", "size", "quantized_fraction")  # what the winner within tolerance is best at, first declared wins
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ def values(settings: Any, trial: Any) -> dict[str, float]:
 
 def _oriented(settings: Any, name: str, value: float) -> float:
     """Smaller is better for every objective once oriented."""
+    if name in contract.MAXIMIZED_OBJECTIVES:
+        return -value
     return -value if name == "accuracy" and settings.direction == "maximize" else value
 
 
@@ -75,8 +79,8 @@ def choose(settings: Any, trials: list[Any], limit: float | None) -> Choice | No
     if not trials:
         return None
     within = [t for t in trials if is_within(settings, values(settings, t)["accuracy"], limit)]
-    primary = next((n for n in ("latency", "size") if n in settings.objectives), None)
-    most_accurate = ("accuracy", "size", "latency")
+    primary = next((n for n in PRIMARY if n in settings.objectives), None)
+    most_accurate = ("accuracy", "size", "latency", "quantized_fraction")
     if limit is None or not within or primary is None:
         pool = within or trials
         winner = min(pool, key=lambda t: _tail(settings, t, most_accurate))
@@ -85,16 +89,17 @@ def choose(settings: Any, trials: list[Any], limit: float | None) -> Choice | No
         if not within:
             return Choice(winner, "no trial is within tolerance: the most accurate", False)
         return Choice(winner, "within tolerance and the most accurate", True)
-    fastest = min(within, key=lambda t: (values(settings, t)[primary], _tail(settings, t, ("accuracy", "size"))))
+    fastest = min(within, key=lambda t: (_oriented(settings, primary, values(settings, t)[primary]),
+                                         _tail(settings, t, ("accuracy", "size"))))
     best = values(settings, fastest)[primary]
     if primary == "latency":  # a tie: the two figures' measured spreads overlap (never a fixed percentage)
         reach = spread(fastest.user_attrs.get(contract.ATTR_LATENCY))
         tied = [t for t in within if values(settings, t)[primary] - best
                 <= reach + spread(t.user_attrs.get(contract.ATTR_LATENCY))]
     else:
-        tied = [t for t in within if values(settings, t)[primary] <= best]
-    winner = min(tied, key=lambda t: _tail(settings, t, ("accuracy", "size", "latency")))
-    what = "the fastest" if primary == "latency" else "the smallest"
+        tied = [t for t in within if values(settings, t)[primary] == best]
+    winner = min(tied, key=lambda t: _tail(settings, t, ("accuracy", "size", "latency", "quantized_fraction")))
+    what = {"latency": "the fastest", "size": "the smallest", "quantized_fraction": "the most quantized"}[primary]
     tied_configs = len({identity(t) for t in tied})
     if tied_configs > 1:
         noise = " within their measured latency spread" if primary == "latency" else ""
@@ -109,6 +114,8 @@ def rule_text(settings: Any) -> str:
                  "size)")
     elif "size" in settings.objectives:
         first = "the smallest (ties broken by accuracy)"
+    elif "quantized_fraction" in settings.objectives:
+        first = "the most quantized (ties broken by accuracy)"
     else:
         first = "the most accurate"
     return f"among trials within tolerance, {first}; if none is, the most accurate"

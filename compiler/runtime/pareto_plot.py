@@ -14,8 +14,10 @@ from __future__ import annotations
 import io
 from typing import Any, NamedTuple
 
-AXES = {"latency": "latency (ms per sample)", "size": "size (MB)"}
-SCALE = {"accuracy": 1.0, "latency": 1.0, "size": 1e-6}  # stored values: loss, ms, bytes
+from . import contract
+
+AXES = {**contract.OBJECTIVE_LABELS, "size": "size (MB)"}
+SCALE = {"accuracy": 1.0, "latency": 1.0, "size": 1e-6, "quantized_fraction": 1.0}  # stored: loss, ms, bytes, share
 COLORS = {"trial": "#9aa5b1", "front": "#1f77b4", "winner": "#d62728", "float": "#111111", "tolerance": "#2ca02c"}
 TITLE = "Pareto front: what quantizing cost (x) against what it bought (y)"
 

@@ -35,6 +35,7 @@ class SampleWatch:
     def __init__(self, trial: Any, order: list[int] | None) -> None:
         self.trial, self.order = trial, order
         self.values: dict[int, float] = {}
+        self.seconds = 0.0  # spent reporting to the study and asking the pruner (a storage round trip a sample)
 
     @property
     def seen(self) -> int:
@@ -42,6 +43,15 @@ class SampleWatch:
 
     def __call__(self, index: int, value: float, remaining: int) -> None:
         """Sample `index` scored `value`, with `remaining` samples still to score."""
+        import time
+
+        started = time.perf_counter()
+        try:
+            self._tell(index, value, remaining)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _tell(self, index: int, value: float, remaining: int) -> None:
         import optuna
 
         self.values[index] = value

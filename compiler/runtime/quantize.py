@@ -125,7 +125,7 @@ def quark_in_child(settings: Any) -> Any:
     from quark import __version__ as quark_version
     from quark.onnx.calibration import CachedDataReader
 
-    from .calibration_cache import CalibrationCache, cache_folder, samples_digest
+    from .calibration_cache import RANGES_SAVED, CalibrationCache, cache_folder, samples_digest
     from .readers import make_reader, model_input_names
     from .step_clock import CLOCK
 
@@ -134,4 +134,5 @@ def quark_in_child(settings: Any) -> Any:
     cache = (CalibrationCache(cache_folder(settings.here), settings.model_sha256, samples_digest(reader), quark_version)
              if settings.calibration_cache else None)
     CLOCK.install()
+    RANGES_SAVED.install()
     return QuarkQuantizer(settings.model_path, reader, [], cache=cache).quantize

@@ -138,7 +138,9 @@ def pareto_input(search: Search, study: Any) -> ParetoInput:
         trials=trials, winner=ranked[0].number if ranked else None, bound=search.limit(),
         float_values={"accuracy": float_accuracy(settings.direction),
                       "latency": latency.get("median_ms") if isinstance(latency, dict) else None,
-                      "size": attrs.get(contract.FLOAT_SIZE_ATTR)})
+                      "size": attrs.get(contract.FLOAT_SIZE_ATTR),
+                      # the float model quantizes none of its weight nodes
+                      **({"quantized_fraction": 0.0} if "quantized_fraction" in settings.objectives else {})})
 
 
 def write_plots(search: Search) -> list[Path]:
@@ -152,7 +154,7 @@ def write_plots(search: Search) -> list[Path]:
 
     settings = search.settings
     study = search.sampler_study if search.complete(search.sampler_study) else search.grid_study
-    names = {"accuracy": _objective_name(settings), "latency": "latency (ms per sample)", "size": "size (bytes)"}
+    names = {"accuracy": _objective_name(settings), **contract.OBJECTIVE_LABELS}
     figures = {}
     if not settings.multi_objective:
         figures["optimization_history.html"] = optuna.visualization.plot_optimization_history(

@@ -221,7 +221,7 @@ class Search:
                 steps.update(self.quantize(config, model) or {})
                 started = time.perf_counter()
                 value = self.score(model, watch) if watch is not None else self.score(model)
-                steps["evaluate_s"] = round(time.perf_counter() - started, 4)
+                steps.update(scoring_steps(time.perf_counter() - started, watch))
                 if not math.isfinite(value):
                     raise ValueError(f"the score is {value}")
                 started = time.perf_counter()
@@ -233,7 +233,7 @@ class Search:
             self.interrupted(study, trial, stage, model)
             raise
         except self.optuna.TrialPruned as pruned:
-            steps["evaluate_s"] = round(time.perf_counter() - started, 4)
+            steps.update(scoring_steps(time.perf_counter() - started, watch))
             self.pruned(study, trial, stage, model, steps, watch, pruned)
             return
         except Exception as error:
@@ -320,6 +320,10 @@ class Search:
                 record = self.measure(model)
                 trial.set_user_attr(contract.ATTR_LATENCY, record)
                 out.append(record["median_ms"])
+            elif name == "quantized_fraction":
+                record = self.quantized_share(model)
+                trial.set_user_attr(contract.ATTR_QUANTIZED, record)
+                out.append(record["fraction"])
             else:
                 size = model_size(model)
                 trial.set_user_attr(contract.ATTR_SIZE, size)
@@ -329,8 +333,14 @@ class Search:
             trial.set_user_attr(contract.ATTR_WITHIN_TOLERANCE, within)
         return out
 
+    def quantized_share(self, model: Path) -> dict[str, Any]:
+        """The quantized_fraction record of a trial's model (quantized_share.py)."""
+        from .quantized_share import quantized_share
+
+        return quantized_share(self.settings.model_path, model)
+
     def shown(self, values: list[float]) -> str:
-        units = {"accuracy": "", "latency": " ms", "size": " B"}
+        units = contract.OBJECTIVE_UNITS
         return ", ".join(f"{name} {v:.6g}{units[name]}"
                          for name, v in zip(self.settings.objectives, values, strict=True))
 
@@ -482,3 +492,11 @@ class Search:
         if not self.complete(self.grid_study) and self.settings.two_stage:
             fail("no grid-stage trial completed, so the sampler stage has no settings to start from")
         return "done"
+
+
+def scoring_steps(elapsed: float, watch: Any) -> dict[str, float]:
+    """Scoring's wall time and the pruning watch (None: no search.prune) in; evaluate_s (the inferences and metric)
+    and, with pruning, prune_s (reporting each sample to the study and asking the pruner) out."""
+    if watch is None:
+        return {"evaluate_s": round(elapsed, 4)}
+    return {"evaluate_s": round(max(elapsed - watch.seconds, 0.0), 4), "prune_s": round(watch.seconds, 4)}

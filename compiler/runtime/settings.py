@@ -151,8 +151,10 @@ class Settings:
 
     @property
     def directions(self) -> list[str]:
-        """Each objective's direction: accuracy by the metric, latency and size minimized."""
-        return [self.direction if name == "accuracy" else "minimize" for name in self.objectives]
+        """Each objective's direction: accuracy by the metric, quantized_fraction maximized, latency and size
+        minimized."""
+        return [self.direction if name == "accuracy" else "maximize" if name in contract.MAXIMIZED_OBJECTIVES
+                else "minimize" for name in self.objectives]
 
     def stage_totals(self) -> tuple[int, int]:
         """(grid configurations to complete, sampler trials to complete) for this budget."""

@@ -41,7 +41,8 @@ def _text(value: Any, limit: int) -> str:
 def run_record(settings: Any, stage: str, trial: Any) -> dict[str, Any]:
     """A finished trial in; {"name", "params", "metrics", "steps", "tags"} for its MLflow run out (pure)."""
     attrs = trial.user_attrs
-    values = list(trial.values or [])
+    # A PRUNED trial's value is Optuna's copy of its last reported sample score, not a trial's score
+    values = list(trial.values or []) if trial.state.name != "PRUNED" else []
     metrics = dict(zip(settings.objectives, values, strict=False)) if values else {}
     latency = attrs.get("latency")
     if isinstance(latency, dict) and isinstance(latency.get("median_ms"), (int, float)):

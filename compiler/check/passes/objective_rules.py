@@ -3,11 +3,13 @@
 QAS350: a tolerance the metric cannot take (a percentage needs a float score: a user evaluator's, or top1/top5's
 accuracy; psnr has no finite float reference); QAS351: several objectives with a sampler or a stage that takes one
 (CmaEs, Grid, two-stage grid selection); QAS352: objectives without accuracy; QAS353: stop.at_tolerance without a
-tolerance; QAS356: search.prune with several objectives (Optuna's pruners take one value) or a user evaluator that
-returns one score a model (a generator that yields one score a sample can be pruned); QAS354 (warning): latency
-measured by several workers sharing a machine; QAS355 (warning): stop.min_trials above the budget. The engine's
-support (QAS326) is the parallel pass's; a latency device without its execution provider is the environment pass's
-(QAS603), which runs first; a timeout that is no duration is the schema's (QAS205).
+tolerance; QAS356: search.prune where it cannot prune: several objectives (Optuna's pruners take one value), a user
+evaluator that returns one score a model (a generator that yields one score a sample can be pruned), sampler Grid
+(no sampler trials); QAS354 (warning): latency measured by several workers sharing a machine; QAS355 (warning):
+stop.min_trials above the budget; QAS357 (warning): the quantized_fraction objective without a keep_float search
+(every trial would score the same share). The engine's support (QAS326) is the parallel pass's; a latency device
+without its execution provider is the environment pass's (QAS603), which runs first; a timeout that is no duration
+is the schema's (QAS205).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def _prune(spec: Spec) -> Iterator[Diagnostic]:
     if spec.search.prune is None:
         return
     at = (*spec.search.path, "prune")
+    if spec.search.sampler == "Grid":
+        yield diag("QAS356", "search.prune stops sampler trials, and sampler Grid runs only grid configurations",
+                   at, hint="remove search.prune, or use a sampler such as TPE", at_key=True)
     if len(objectives(spec)) > 1:
         yield diag("QAS356", f"search.prune stops a trial by its per-sample accuracy, but search.objectives has "
                              f"{len(objectives(spec))} objectives (Optuna's pruners take one value)", at,
@@ -67,6 +72,11 @@ def _objectives(spec: Spec) -> Iterator[Diagnostic]:
     if written is None:
         return
     at = (*spec.search.path, "objectives")
+    if "quantized_fraction" in written and (spec.keep_float.search is None):
+        yield diag("QAS357", "objective quantized_fraction compares how much of the model each trial keeps in float, "
+                             "but without keep_float.search every trial keeps the same nodes", at,
+                   hint="add keep_float: {search: {top_k: [0, 1, 2, 4]}} (a prefix of the sensitivity ranking), "
+                        "or drop quantized_fraction")
     if "accuracy" not in written:
         yield diag("QAS352", "search.objectives must include accuracy: latency and size alone would recommend "
                              "the fastest or smallest model however wrong it is", at,
