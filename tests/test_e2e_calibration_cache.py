@@ -111,3 +111,36 @@ def test_the_ranges_are_kept_as_soon_as_quark_saves_them_before_it_quantizes(tmp
     assert steps["calibration_cached"] is False and output.is_file()
     assert kept_before_model == [True]  # kept from the hook, not after the quantization
     assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".json"]
+
+
+ADAROUND = {"activation": "Int8Spec", "weight": "Int8Spec", "algorithms": "adaround",
+            "adaround_params": {"num_iterations": 2, "learning_rate": 0.1, "optim_device": "cpu", "infer_device": "cpu",
+                                "data_size": 4, "batch_size": 2, "early_stop": True}}
+
+
+def test_fine_tuning_never_sees_the_caches_file(tmp_path: Path, monkeypatch) -> None:
+    """With the file hidden from the post-quantization algorithms, AdaRound writes no resume point (a whole model per
+    layer) beside it, restoring or calibrating, as without the cache."""
+    import quark.onnx.algorithm.finetuning.fast_finetune as fast_finetune
+    from quark.onnx.calibration import CachedDataReader
+
+    from compiler.runtime.calibration_cache import RANGES_SAVED, CalibrationCache
+    from compiler.runtime.quantize import QuarkQuantizer
+    from compiler.runtime.readers import FolderReader, model_input_names
+
+    resume_points: list[int] = []
+    original = fast_finetune.save_model_layers_to_finetune
+    monkeypatch.setattr(fast_finetune, "save_model_layers_to_finetune",
+                        lambda *a, **k: resume_points.append(1) or original(*a, **k))
+    zm = build("resnet_bn", tmp_path)
+    reader = CachedDataReader(FolderReader(zm.calib_dir, model_input_names(zm.model), None))
+    quantizer = QuarkQuantizer(zm.model, reader, [], cache=CalibrationCache(tmp_path / "cache", {"m": "x"}, "d"))
+    from compiler.runtime.step_clock import CLOCK
+
+    CLOCK.install()  # as the quantizer's child process does: fine-tuning timed, the file hidden from it
+    RANGES_SAVED.install()
+    first = quantizer.quantize(ADAROUND, tmp_path / "a.onnx", [])
+    second = quantizer.quantize(ADAROUND, tmp_path / "b.onnx", [])
+    assert first["calibration_cached"] is False and second["calibration_cached"] is True
+    assert first["finetune_s"] > 0 and second["finetune_s"] > 0
+    assert resume_points == []

@@ -8,10 +8,9 @@ per range key in <output>/calibration_cache/: Quark's version, the model's diges
 every part of the config that reaches pre-processing or calibration. Left out of the key are only the parts Quark
 applies after the ranges exist: the weights' own settings (weight_params) and fast fine-tuning (algorithms adaround /
 adaquant and their parameters). Exclusions stay in the key, because pre-processing (fusions, CLE) skips excluded
-nodes and so can name other tensors. Each trial works on its own copy of the file, since fast fine-tuning stores its
-progress in it.
-Workers of one machine share the folder; a per-key lock makes the first of them calibrate while the others wait and
-then restore.
+nodes and so can name other tensors. Each trial works on its own copy of the file, which is hidden from fast
+fine-tuning (RangesSaved). Workers of one machine share the folder; a per-key lock makes the first of them calibrate
+while the others wait for its ranges, then restore.
 """
 
 from __future__ import annotations
@@ -65,8 +64,9 @@ class CalibrationCache:
         """Run `run(save_and_restore_path or None)` (one Quark quantization) with this key's ranges restored when they
         are cached, else calibrating under the key's lock (released as soon as Quark has saved the ranges, so another
         worker waits for a calibration, never for a fine-tuning) and keeping them; True when calibration ran."""
-        if config.get("CalibPassthroughOpTypes"):
-            # Quark drops pass-through op types from quantization only when it calibrates: a restore would quantize them
+        if config.get("CalibPassthroughOpTypes") or config.get("SaveAndRestore") or config.get("TensorsRangeFile"):
+            # Quark drops pass-through op types from quantization only when it calibrates: a restore would quantize
+            # them; a space that names its own ranges file keeps it
             run(None)
             return True
         key = range_key(self.model_sha256, self.samples, config, exclusions, self.quark_version)
@@ -102,7 +102,8 @@ class CalibrationCache:
         with tempfile.TemporaryDirectory(prefix="qas-ranges-") as work:
             trial_file = Path(work) / "ranges.json"
             shutil.copyfile(cached, trial_file)
-            run(trial_file)
+            with RANGES_SAVED.watching(trial_file):
+                run(trial_file)
 
     @staticmethod
     def _keep(trial_file: Path, cached: Path) -> bool:
@@ -122,10 +123,14 @@ class CalibrationCache:
 
 
 class RangesSaved:
-    """Calls back when Quark has saved the calibrated ranges into a watched SaveAndRestore file: install() wraps the
-    save_and_restore_func that Quark's quantize_static calls right after calibrating (before it quantizes and
-    fine-tunes). Without install() (Quark quantizing in this process, not the quantizer's child) nothing calls back
-    and the key's lock is held to the end of the quantization: slower for other workers, never wrong."""
+    """Two hooks in Quark for the cache's SaveAndRestore file (install() wraps the functions once per process):
+    - a call back when Quark has saved the calibrated ranges into the watched file (its quantize_static calls
+      save_and_restore_func right after calibrating, before it quantizes and fine-tunes), so the key's lock is
+      released then;
+    - the file hidden from the post-quantization algorithms: fast fine-tuning would otherwise write the whole model
+      next to it before each layer it trains (its resume point), I/O a search without the cache never does.
+    Without install() (Quark quantizing in this process, not the quantizer's child) neither happens: the lock is held
+    to the end of the quantization and fine-tuning writes its resume points; slower, never wrong."""
 
     def __init__(self) -> None:
         self.path: str | None = None
@@ -133,14 +138,16 @@ class RangesSaved:
         self.installed = False
 
     def install(self) -> None:
+        import quark.onnx.postprocess.postproc as quark_postproc
         import quark.onnx.quantization.quantize as quark_quantize
 
         if self.installed:
             return
-        original = quark_quantize.save_and_restore_func
+        save = quark_quantize.save_and_restore_func
+        post = quark_postproc.apply_post_quant_algorithms
 
-        def watched(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
+        def watched_save(*args: Any, **kwargs: Any) -> Any:
+            result = save(*args, **kwargs)
             path = kwargs.get("save_and_restore", args[0] if args else None)
             command = kwargs.get("command_type", args[1] if len(args) > 1 else None)
             stage = kwargs.get("stage_name", args[3] if len(args) > 3 else "tensors_range")
@@ -149,11 +156,18 @@ class RangesSaved:
                 callback()
             return result
 
-        quark_quantize.save_and_restore_func = watched
+        def without_our_file(*args: Any, **kwargs: Any) -> Any:
+            options = kwargs.get("extra_options")
+            if isinstance(options, dict) and self.path is not None and options.get("SaveAndRestore") == self.path:
+                kwargs["extra_options"] = {k: v for k, v in options.items() if k != "SaveAndRestore"}
+            return post(*args, **kwargs)
+
+        quark_quantize.save_and_restore_func = watched_save
+        quark_postproc.apply_post_quant_algorithms = without_our_file
         self.installed = True
 
     @contextlib.contextmanager
-    def watching(self, path: Path, callback: Any) -> Iterator[None]:
+    def watching(self, path: Path, callback: Any = None) -> Iterator[None]:
         self.path, self.callback = str(path), callback
         try:
             yield
