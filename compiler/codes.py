@@ -87,6 +87,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS342", E, "keep_float.search needs a sampler stage"),
     Code("QAS343", E, "sensitivity base configuration is not in the search space"),
     Code("QAS344", E, "keep_float.search coverage range is empty"),
+    Code("QAS345", E, "keep_float.search mixes its forms"),
     # objectives, tolerance and stop rules
     Code("QAS350", E, "tolerance the metric cannot take"),
     Code("QAS351", E, "several objectives with a sampler or stage that takes one"),

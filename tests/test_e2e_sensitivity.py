@@ -153,3 +153,32 @@ def test_the_golden_a8w8_spec_ranks_without_a_duplicate_definition(tmp_path: Pat
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     data = json.loads((case / "autosearch_output" / "sensitivity.json").read_text())
     assert {"conv1", "conv2"} <= {n for g in data["groups"] for n in g["nodes"]}
+
+
+def test_a_partitioned_search_keeps_spans_of_the_graph_float_and_exports_exactly(tmp_path: Path) -> None:
+    from compiler.runtime.sensitivity import node_order
+    from compiler.runtime.sensitivity_rank import Ranking
+
+    from .zoo import build
+
+    zm = build("resnet_bn", tmp_path)
+    zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=4, extra_yaml=(
+        "keep_float: {sensitivity: {method: L2, samples: 4}, search: {strategy: partitioned, sections: 2}}\n"))
+    done = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = tmp_path / "autosearch_output"
+    ranking = Ranking(json.loads((out / "sensitivity.json").read_text())["groups"], node_order(zm.model))
+    report = json.loads(qas("report", "autosearch_output", "--format", "json", cwd=tmp_path).stdout)
+    trials = [t for t in report["all_trials"] if t["state"] == "COMPLETE" and t["reused_from"] is None]
+    assert len(trials) >= 3
+    kept_any = False
+    for trial in trials:
+        choice = trial["config"]["keep_float"]
+        assert set(choice) == {"partitioned"} and len(choice["partitioned"]) == 2
+        expected = ranking.float_nodes(choice)
+        kept_any = kept_any or bool(expected["nodes"])
+    assert kept_any, "no trial's spans held a group; the test proves nothing"
+    number = next(t["number"] for t in trials if ranking.float_nodes(t["config"]["keep_float"])["nodes"])
+    done = qas("export", "autosearch_output", "--trial", str(number), cwd=tmp_path, timeout=900)
+    assert done.returncode == 0 and "exactly the value the study recorded" in done.stdout + done.stderr, (
+        done.stdout[-2000:] + done.stderr[-2000:])

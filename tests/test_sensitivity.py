@@ -387,3 +387,30 @@ def test_the_kept_choice_reads_as_the_spec_writes_it() -> None:
     sens = {"method": "L2", "samples": 5, "baseline_error": 1.0, "top": [], "charts": [],
             "winner_keeps": {"groups": ["fc2"], "choice": {"top_k": 1}}}
     assert dict(_sensitivity_facts(sens))["kept float"] == "fc2 (choice top_k 1)"  # it read "(choice {'top_k': 1})"
+
+
+def test_partitioned_spans_keep_the_groups_whose_first_node_falls_in_them() -> None:
+    import optuna
+
+    from compiler.runtime.sensitivity import choice_text
+    from compiler.runtime.sensitivity_rank import Ranking
+    from compiler.runtime.sensitivity_search import suggest_keep_float
+
+    order = [f"n{i}" for i in range(10)]  # positions 0.0, 0.1, ..., 0.9
+    groups = [{"name": "late", "nodes": ["n8", "n9"]}, {"name": "early", "nodes": ["n1"]},
+              {"name": "block", "nodes": ["n5", "n2"]}, {"name": "gone", "nodes": ["not_in_graph"]}]
+    ranking = Ranking(groups, order)
+    assert [g["name"] for g in ranking.prefix({"partitioned": [[0.0, 0.15]]})] == ["early"]
+    assert [g["name"] for g in ranking.prefix({"partitioned": [[0.15, 0.1], [0.75, 0.1]]})] == ["late", "block"]
+    assert ranking.prefix({"partitioned": [[0.3, 0.0]]}) == []  # a zero width keeps nothing
+    assert ranking.float_nodes({"partitioned": [[0.8, 0.2]]})["nodes"] == ["n8", "n9"]
+
+    params = {"keep_float_s0_start": 0.1, "keep_float_s0_width": 0.2, "keep_float_s1_start": 0.7,
+              "keep_float_s1_width": 0.05}
+    choice = suggest_keep_float(optuna.trial.FixedTrial(params), {"strategy": "partitioned", "sections": 2})
+    assert choice == {"partitioned": [[0.1, 0.2], [0.7, 0.05]]}
+    assert choice_text(choice) == "partitioned 0.10-0.30, 0.70-0.75"
+    study = optuna.create_study()
+    trial = study.ask()
+    suggest_keep_float(trial, {"strategy": "partitioned", "sections": 4})
+    assert len(trial.params) == 8 and all(v <= 0.25 for k, v in trial.params.items() if k.endswith("_width"))

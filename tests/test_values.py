@@ -63,6 +63,7 @@ def test_the_integer_fields_are_all_covered() -> None:
                                   ("search", "seed"), ("search", "n_trials"), ("search", "max_failures"),
                                   ("search", "workers"), ("keep_float", "sensitivity", "samples"),
                                   ("keep_float", "sensitivity", "top"), ("keep_float", "search", "top_k", 0),
+                                  ("keep_float", "search", "sections"),
                                   ("search", "stop", "min_trials"), ("search", "stop", "patience")}
 
 

@@ -104,7 +104,7 @@ def count_budget(spec: Spec) -> Budget:
             effective = n if distinct == math.inf else min(n, int(distinct))
     search = spec.keep_float.search if engine(spec).supports("sensitivity") else None
     if search is not None and effective:  # one more sampled parameter (the sensitivity pass refuses it elsewhere)
-        distinct = math.inf if "coverage" in search else distinct * len(search["top_k"])
+        distinct = distinct * len(search["top_k"]) if "top_k" in search else math.inf  # coverage, partitioned: ranges
         effective = n if distinct == math.inf else min(n, int(distinct))
     produced = grid + effective
     size = model_bytes(spec)

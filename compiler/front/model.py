@@ -160,7 +160,8 @@ class KeepFloatSpec:
     subgraphs: tuple[tuple[str, str], ...] = ()
     blocks: dict[str, list[str]] = field(default_factory=dict)  # block name -> regexes, in the spec's order
     sensitivity: dict[str, Any] | None = None  # {metric, samples, aggregate, top, base} as written
-    search: dict[str, Any] | None = None  # {"top_k": [...]} | {"coverage": {"low", "high"}}
+    # {"top_k": [...]} | {"coverage": {"low", "high"}} | {"strategy": "partitioned", "sections": K}
+    search: dict[str, Any] | None = None
 
     @property
     def empty(self) -> bool:

@@ -114,7 +114,14 @@ def ensure(settings: Any, calib: Any, evaluation: Any, exclusions: list[Any],
     for line in write_charts(path, data["groups"][:opts["top"]],
                               MEASURES.get(data["method"], f"{data['method']} error")):
         say(f"qas: sensitivity: {line}")
-    return Ranking(data["groups"])
+    return Ranking(data["groups"], node_order(settings.model_path))
+
+
+def node_order(model_path: Path) -> list[str]:
+    """The float model's node names in its (topological) order, for strategy partitioned's spans."""
+    import onnx
+
+    return [n.name for n in onnx.load(str(model_path), load_external_data=False).graph.node]
 
 
 def notes(data: dict[str, Any]) -> list[str]:
@@ -147,9 +154,11 @@ def notes(data: dict[str, Any]) -> list[str]:
 
 def choice_text(choice: Any) -> str:
     """A keep_float choice as the spec writes it ({'top_k': 3} -> 'top_k 3', {'coverage': 0.8330} ->
-    'coverage 0.833')."""
+    'coverage 0.833', {'partitioned': [[0.1, 0.2]]} -> 'partitioned 0.1-0.3')."""
     if not isinstance(choice, dict):
         return str(choice)
+    if "partitioned" in choice:
+        return "partitioned " + ", ".join(f"{start:.2f}-{start + width:.2f}" for start, width in choice["partitioned"])
     return ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
                      for key, value in choice.items())
 

@@ -95,10 +95,13 @@ def resolved(groups: list[dict[str, Any]]) -> int:
 
 
 class Ranking:
-    """The ranked groups of sensitivity.json; a search choice ({"top_k": k} | {"coverage": f}) in, the prefix out."""
+    """The ranked groups of sensitivity.json; a search choice ({"top_k": k} | {"coverage": f} | {"partitioned":
+    [[start, width], ...]}) in, the groups kept float out. `order`: the float model's node names in its topological
+    order (what partitioned spans are fractions of)."""
 
-    def __init__(self, groups: list[dict[str, Any]]) -> None:
+    def __init__(self, groups: list[dict[str, Any]], order: list[str] | None = None) -> None:
         self.groups = groups
+        self.position = {name: k / max(len(order), 1) for k, name in enumerate(order or [])}
 
     def prefix(self, choice: dict[str, Any] | None) -> list[dict[str, Any]]:
         """top_k: the k first groups; coverage: the fewest first groups whose scores reach that fraction of the total
@@ -107,6 +110,8 @@ class Ranking:
             return []
         if "top_k" in choice:
             return self.groups[:int(choice["top_k"])]
+        if "partitioned" in choice:
+            return self.in_spans(choice["partitioned"])
         counted = [g for g in self.groups if g.get("above_noise", True) and g["score"] > 0]
         target = float(choice["coverage"]) * sum(g["score"] for g in counted)
         taken, covered = [], 0.0
@@ -116,6 +121,16 @@ class Ranking:
             taken.append(group)
             covered += group["score"]
         return taken
+
+    def in_spans(self, spans: list[list[float]]) -> list[dict[str, Any]]:
+        """strategy partitioned: the groups whose first node in the graph's order falls in a [start, start + width)
+        span (positions are fractions of the node count), in ranking order."""
+        def first(group: dict[str, Any]) -> float | None:
+            found = [self.position[n] for n in group["nodes"] if n in self.position]
+            return min(found) if found else None
+
+        return [g for g in self.groups if (p := first(g)) is not None
+                and any(start <= p < start + width for start, width in spans)]
 
     def float_nodes(self, choice: dict[str, Any] | None) -> dict[str, Any]:
         """A choice in; {"choice", "groups", "nodes"} out: what a trial keeps in float beyond the fixed keep_float

@@ -1,5 +1,5 @@
-"""The keep_float search dimension: a trial and keep_float.search in; the searched choice ({"top_k": k} or
-{"coverage": f}) out, as an Optuna parameter like any other."""
+"""The keep_float search dimension: a trial and keep_float.search in; the searched choice ({"top_k": k},
+{"coverage": f} or {"partitioned": [[start, width], ...]}) out, as Optuna parameters like any other."""
 
 from __future__ import annotations
 
@@ -8,8 +8,18 @@ from typing import Any
 KEEP_FLOAT_PARAM = {"top_k": "keep_float_top_k", "coverage": "keep_float_coverage"}  # the Optuna parameter's name
 
 
+DEFAULT_SECTIONS = 2  # strategy partitioned without `sections` (the schema's default)
+
+
 def suggest_keep_float(trial: Any, search: dict[str, Any]) -> dict[str, Any]:
-    """The search dimension's Optuna parameter: {"top_k": k} from the declared list, or {"coverage": f} in its range."""
+    """The search dimension's Optuna parameters: {"top_k": k} from the declared list, {"coverage": f} in its range,
+    or strategy partitioned: {"partitioned": [[start, width], ...]}, one span of the graph's topological order (as
+    fractions of it) per section, each at most 1/sections wide: 2 x sections parameters whatever the model."""
+    if search.get("strategy") == "partitioned":
+        sections = int(search.get("sections", DEFAULT_SECTIONS))
+        return {"partitioned": [[trial.suggest_float(f"keep_float_s{i}_start", 0.0, 1.0),
+                                 trial.suggest_float(f"keep_float_s{i}_width", 0.0, 1.0 / sections)]
+                                for i in range(sections)]}
     if "top_k" in search:
         return {"top_k": trial.suggest_categorical(KEEP_FLOAT_PARAM["top_k"], list(search["top_k"]))}
     low, high = search["coverage"]["low"], search["coverage"]["high"]

@@ -3,7 +3,8 @@
 QAS326: the engine has no sensitivity analysis (AutoSearchPro); QAS341: a block pattern RE2 cannot compile (the
 runtime matches with RE2 too, both through runtime/patterns.py: linear time whatever the pattern); QAS340: a block
 pattern that matches no node of the model (with the closest names); QAS342: a search dimension without a sampler
-stage to search it; QAS343: a base configuration that is not in the space; QAS344: an empty coverage range.
+stage to search it; QAS343: a base configuration that is not in the space; QAS344: an empty coverage range; QAS345:
+keep_float.search with more than one form (top_k, coverage, strategy) or sections without strategy partitioned.
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ def _closest(pattern: str, names: list[str]) -> str:
 
 def _search(spec: Spec, search: dict[str, Any]) -> Iterator[Diagnostic]:
     at = (*spec.keep_float.path, "search")
+    forms = [key for key in ("top_k", "coverage", "strategy") if key in search]
+    if len(forms) != 1 or ("sections" in search and "strategy" not in search):
+        yield diag("QAS345", "keep_float.search takes one form: top_k, coverage, or strategy partitioned (with "
+                             f"sections); it has {', '.join(sorted(search))}", at,
+                   hint="e.g. search: {top_k: [0, 1, 2, 4]} or search: {strategy: partitioned, sections: 2}",
+                   at_key=True)
     if "coverage" in search and search["coverage"]["low"] > search["coverage"]["high"]:
         yield diag("QAS344", f"keep_float.search coverage low ({search['coverage']['low']:g}) is above high "
                              f"({search['coverage']['high']:g})", (*at, "coverage"),
