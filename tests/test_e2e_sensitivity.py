@@ -182,3 +182,23 @@ def test_a_partitioned_search_keeps_spans_of_the_graph_float_and_exports_exactly
     done = qas("export", "autosearch_output", "--trial", str(number), cwd=tmp_path, timeout=900)
     assert done.returncode == 0 and "exactly the value the study recorded" in done.stdout + done.stderr, (
         done.stdout[-2000:] + done.stderr[-2000:])
+
+
+def test_a_granular_search_tries_the_informed_starting_points_first(tmp_path: Path) -> None:
+    from .zoo import build
+
+    zm = build("resnet_bn", tmp_path)
+    zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=6, extra_yaml=(
+        "keep_float: {sensitivity: {method: L2, samples: 4}, search: {strategy: granular}}\n"))
+    done = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = tmp_path / "autosearch_output"
+    groups = len(json.loads((out / "sensitivity.json").read_text())["groups"])
+    assert groups > 4, "the ranking is too short to tell the starting points apart"
+    report = json.loads(qas("report", "autosearch_output", "--format", "json", cwd=tmp_path).stdout)
+    sampler = sorted((t for t in report["all_trials"] if t["stage"] == "sampler"), key=lambda t: t["number"])
+    first = [t["config"]["keep_float"]["granular"] for t in sampler[:5]]
+    assert first == [[], list(range(groups)), [0], [0, 1], [0, 1, 2, 3]]  # none, all, top 1, 2, 4
+    assert all(t["state"] == "COMPLETE" for t in sampler) and len(sampler) == 6
+    best = json.loads((out / "best_config.json").read_text())
+    assert best["keep_float"]["choice"] == best["config"]["keep_float"]

@@ -414,3 +414,21 @@ def test_partitioned_spans_keep_the_groups_whose_first_node_falls_in_them() -> N
     trial = study.ask()
     suggest_keep_float(trial, {"strategy": "partitioned", "sections": 4})
     assert len(trial.params) == 8 and all(v <= 0.25 for k, v in trial.params.items() if k.endswith("_width"))
+
+
+def test_granular_is_one_yes_no_a_group_with_informed_starting_points() -> None:
+    import optuna
+
+    from compiler.runtime.sensitivity import choice_text
+    from compiler.runtime.sensitivity_rank import Ranking
+    from compiler.runtime.sensitivity_search import granular_starts, suggest_keep_float
+
+    assert granular_starts(6) == [{f"keep_float_g{i}": i < kept for i in range(6)} for kept in (0, 6, 1, 2, 4)]
+    assert granular_starts(3) == [{f"keep_float_g{i}": i < kept for i in range(3)} for kept in (0, 3, 1, 2)]
+    assert granular_starts(1) == [{"keep_float_g0": False}, {"keep_float_g0": True}]
+    params = {"keep_float_g0": True, "keep_float_g1": False, "keep_float_g2": True}
+    choice = suggest_keep_float(optuna.trial.FixedTrial(params), {"strategy": "granular"}, 3)
+    assert choice == {"granular": [0, 2]} and choice_text(choice) == "granular #1, #3"
+    assert choice_text({"granular": []}) == "granular none"
+    ranking = Ranking([{"name": "a", "nodes": ["a"]}, {"name": "b", "nodes": ["b"]}, {"name": "c", "nodes": ["c"]}])
+    assert ranking.float_nodes(choice) == {"choice": choice, "groups": ["a", "c"], "nodes": ["a", "c"]}

@@ -203,6 +203,8 @@ def _sensitivity_text(s: dict[str, Any]) -> str:
                 f"searched: top_k in {search['top_k']}" if "top_k" in search else
                 f"searched: coverage {search['coverage']['low']:g} to {search['coverage']['high']:g} of the total"
                 if "coverage" in search else
+                "searched: granular, one yes/no a group (first: none, all, top 1, 2, 4)"
+                if search.get("strategy") == "granular" else
                 f"searched: {search.get('sections', 2)} partitioned section(s) of the graph's order kept float")
     return (f"sensitivity ranking ({s['method']} on up to {s['samples']} samples, {s['blocks']} blocks by "
             f"{s['aggregate']}, one quantization before the search); {searched}")

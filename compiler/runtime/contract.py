@@ -59,6 +59,8 @@ FLOAT_LATENCY_ATTR = "float_latency"  # sampler-study attribute: the float model
 FLOAT_SIZE_ATTR = "float_size"  # sampler-study attribute: the float model's bytes (file plus external data)
 # sampler-study attribute (search.prune): the evaluation samples' indices, hardest first (pruning.py)
 EVALUATION_ORDER_ATTR = "evaluation_order"
+# sampler-study attribute (keep_float strategy granular): the informed starting points are fixed on the first slots
+STARTS_ATTR = "keep_float_starts"
 FLOOR_ATTR = "floor"  # sampler-study attribute: the cost floor's float pass and sample counts (floor.py)
 # sampler-study attribute: {"reason": "tolerance" | "timeout", "at": ISO time, ...}, written once under the slot
 # lock when a stop rule fires; every worker reads it before claiming a slot, and the search counts as ended

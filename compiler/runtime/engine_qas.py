@@ -89,6 +89,8 @@ def _run_stages(search: Search, process: Any) -> int | None:
         quantizer.ranking = sensitivity.ensure(settings, calib, evaluation, exclusions, quantizer.quantize)
     meter = float_objectives(search, evaluation)
     record_floor(search, calib, evaluated_samples(scorer, evaluation))
+    if quantizer.ranking is not None:
+        granular_ranking(search, quantizer.ranking)
     search.attach(quantizer, scorer.score, meter, quantizer.ranking.float_nodes if quantizer.ranking else None)
     configs = stage_configs(settings.search_space, settings.sampler, settings.two_stage, settings.n_trials,
                             generate_all_configs)
@@ -103,6 +105,21 @@ def evaluated_samples(scorer: Any, evaluation: Any) -> int | None:
     if scorer.evaluator is not None:
         return scorer.sample_count
     return len(samples_of(evaluation))
+
+
+def granular_ranking(search: Search, ranking: Any) -> None:
+    """The ranking's group count for the keep_float parameters; with strategy granular, a ranking within the bound and
+    its informed starting points fixed on the first sampler slots."""
+    from .sensitivity_search import GRANULAR_MAX_GROUPS, granular_starts
+
+    search.ranking_groups = len(ranking.groups)
+    if (search.settings.keep_float_search or {}).get("strategy") != "granular":
+        return
+    if len(ranking.groups) > GRANULAR_MAX_GROUPS:
+        fail(f"keep_float.search strategy granular searches one yes/no a group, and the ranking has "
+             f"{len(ranking.groups)} groups (at most {GRANULAR_MAX_GROUPS}); group nodes with keep_float.blocks, or "
+             "use top_k or strategy partitioned")
+    search.queue_starts(granular_starts(len(ranking.groups)))
 
 
 def record_floor(search: Search, calib: Any, evaluated: int | None) -> None:

@@ -68,6 +68,8 @@ class Search:
         self.score: Score | None = None
         self.float_nodes: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # keep_float.search: choice -> nodes
         self.measure: Measure | None = None  # with the latency objective
+        self.ranking_groups = 0  # keep_float.search: the sensitivity ranking's group count (strategy granular)
+        self.starts: list[dict[str, Any]] = []  # strategy granular: fixed params for the first sampler slots
         self._orphaned = False  # a storage error may have left this worker's trial RUNNING
         self.tracker = Tracker(settings)  # output.mlflow: each finished trial an MLflow run (a no-op without it)
         check_study_storage(settings)
@@ -97,6 +99,8 @@ class Search:
     def top_up(self) -> None:
         """Queue the budget's missing slots (and queue again the trials of workers that died), saying so."""
         dead = self.slots.top_up(self.failures())
+        if self.starts:  # a two-stage search queues its sampler slots only once the grid's winner is pinned
+            self.queue_starts(self.starts)
         if dead:
             say(f"qas: {dead} trial(s) left RUNNING by a worker that is gone were marked interrupted "
                 "and queued again")
@@ -279,6 +283,21 @@ class Search:
         model.unlink(missing_ok=True)
         say(f"qas: {stage} trial {trial.number}: pruned, {why}")
 
+    def queue_starts(self, starts: list[dict[str, Any]]) -> None:
+        """Fix the Optuna parameters of the first queued sampler slots to these starting points (strategy granular),
+        once per study (as soon as sampler slots are queued): they are claimed in order, so the first sampler trials
+        try them first."""
+        self.starts = starts
+        with self.slots.lock():
+            if self.sampler_study.user_attrs.get(contract.STARTS_ATTR):
+                return
+            waiting = self.sampler_study.get_trials(deepcopy=False, states=(self.optuna.trial.TrialState.WAITING,))
+            if not waiting:
+                return
+            for slot, params in zip(sorted(waiting, key=lambda t: t.number), starts, strict=False):
+                self.storage.set_trial_system_attr(slot._trial_id, "fixed_params", params)
+            self.sampler_study.set_user_attr(contract.STARTS_ATTR, True)
+
     def record_evaluation_order(self, watch: Any) -> None:
         """The first sampler trial scored whole sets the study's hardest-first order (once, for every worker)."""
         with self.slots.lock():
@@ -386,7 +405,7 @@ class Search:
             fail("a sampler slot was queued before the grid stage's winner was pinned")
         config = suggest_config(trial, space)
         if self.settings.keep_float_search:  # one more parameter: how much of the sensitivity ranking stays float
-            config["keep_float"] = suggest_keep_float(trial, self.settings.keep_float_search)
+            config["keep_float"] = suggest_keep_float(trial, self.settings.keep_float_search, self.ranking_groups)
         previous = self.scored(config)
         if previous is None:
             self.run_trial(study, trial, config, stage)

@@ -159,6 +159,8 @@ def choice_text(choice: Any) -> str:
         return str(choice)
     if "partitioned" in choice:
         return "partitioned " + ", ".join(f"{start:.2f}-{start + width:.2f}" for start, width in choice["partitioned"])
+    if "granular" in choice:
+        return "granular " + (", ".join(f"#{i + 1}" for i in choice["granular"]) or "none")
     return ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
                      for key, value in choice.items())
 

@@ -76,9 +76,9 @@ def _closest(pattern: str, names: list[str]) -> str:
 def _search(spec: Spec, search: dict[str, Any]) -> Iterator[Diagnostic]:
     at = (*spec.keep_float.path, "search")
     forms = [key for key in ("top_k", "coverage", "strategy") if key in search]
-    if len(forms) != 1 or ("sections" in search and "strategy" not in search):
-        yield diag("QAS345", "keep_float.search takes one form: top_k, coverage, or strategy partitioned (with "
-                             f"sections); it has {', '.join(sorted(search))}", at,
+    if len(forms) != 1 or ("sections" in search and search.get("strategy") != "partitioned"):
+        yield diag("QAS345", "keep_float.search takes one form: top_k, coverage, strategy granular, or strategy "
+                             f"partitioned (with sections); it has {', '.join(sorted(search))}", at,
                    hint="e.g. search: {top_k: [0, 1, 2, 4]} or search: {strategy: partitioned, sections: 2}",
                    at_key=True)
     if "coverage" in search and search["coverage"]["low"] > search["coverage"]["high"]:
