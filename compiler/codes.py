@@ -97,6 +97,7 @@ CODES: dict[str, Code] = _registry(
     Code("QAS355", W, "tolerance stop can never fire"),
     Code("QAS356", E, "search.prune where it cannot prune (several objectives, one score a model, sampler Grid)"),
     Code("QAS357", W, "quantized_fraction the same for every trial"),
+    Code("QAS358", E, "keep_float.search strategy accuracy_control where its steps cannot decide"),
     # budget
     Code("QAS401", E, "more than 200 trials without opt-in"),
     Code("QAS402", N, "Quark's trial clamp neutralized"),

@@ -499,3 +499,44 @@ def test_a_new_study_in_the_same_folder_sets_the_earlier_studys_models_aside_ins
 
     run(settings(tmp_path, study_name="fake-bbb", n_trials=3, two_stage=False), FakeQuark())  # a resume moves nothing
     assert all((tmp_path / m).is_file() for m in new_models) and "earlier version" not in capsys.readouterr().out
+
+
+def test_accuracy_control_steps_to_its_answer_stops_and_gives_up_a_slot_claimed_after_it(tmp_path: Path) -> None:
+    from compiler.runtime.accuracy_control import STEP_ATTR
+
+    needed = {0, 2}  # of 8 ranked groups, one node each: these two must stay float to be within tolerance
+    quantized: list[dict[str, Any]] = []
+
+    def quantize(config: dict[str, Any], output: Path) -> None:
+        quantized.append(config)
+        output.write_text(json.dumps(config))
+
+    def score(model: Path) -> float:
+        kept = set(json.loads(model.read_text())["keep_float"]["groups"])
+        return 0.01 + 0.001 * len(kept) if needed <= kept else 0.2
+
+    space = {"activation": ["Int8Spec"], "activation_params": {"symmetric": [True], "only_if": "activation"}}
+    s = settings(tmp_path, two_stage=False, grid_configs=0, n_trials=20, search_space=space,
+                 objectives=["accuracy", "size"], tolerance={"value": 0.05, "relative": False},
+                 sensitivity={"search": {"strategy": "accuracy_control"}})
+    search = Search(s)
+    search.ranking_groups, search.ranking_sizes = 8, [1] * 8
+    search.attach(quantize, score, float_nodes=lambda choice: {"choice": choice, "groups": choice["groups"],
+                                                               "nodes": [f"n{g}" for g in choice["groups"]]})
+    assert search.run([]) is None
+    stop = search.sampler_study.user_attrs[contract.STOPPED_ATTR]
+    assert stop["reason"] == "accuracy_control" and stop["answer"] == [0, 2]
+    done = complete(search.sampler_study)
+    assert len(done) == len(quantized) < 20  # one quantization a step, stopped once proven
+    phases = [t.user_attrs[STEP_ATTR]["phase"] for t in sorted(done, key=lambda t: t.number)]
+    assert phases[0] == "quantized" and set(phases) == {"quantized", "prefix", "drop"}
+    best = write_best(search)
+    assert best["config"]["keep_float"] == {"groups": [0, 2]}
+
+    claimed = search.slots.claim(search.worker)  # a slot claimed once the answer is proven (another worker's race)
+    assert claimed is not None
+    study, trial, stage = claimed
+    search.run_slot(study, trial, stage, [])
+    given_up = study.get_trials(deepcopy=False)[trial.number]
+    assert given_up.state.name == "FAIL" and "answer is proven" in given_up.user_attrs[contract.ATTR_ERROR]
+    assert len(quantized) == len(done)

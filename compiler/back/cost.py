@@ -217,6 +217,8 @@ def estimate(facts: Facts, c: dict[str, Any] | None = None) -> TimeEstimate:
     ranking = sensitivity_s(w, sens["samples"], c) if sens is not None and sens.get("search") is not None else 0.0
     new = (distinct_draws(budget.effective_trials, budget.distinct_configs),
            float(min(budget.effective_trials, budget.distinct_configs)))
+    if sens is not None and (sens.get("search") or {}).get("strategy") == "accuracy_control":
+        new = (float(min(budget.effective_trials, 1)), float(budget.effective_trials))  # the quantized model may do
     at_once = parallelism(facts.workers, budget.grid_configs + budget.effective_trials, c)
     start_low = startup_s(w, finetunes=not plain_drawn, c=c)
     start_high = startup_s(w, finetunes=bool(classes), c=c)

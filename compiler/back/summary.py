@@ -162,7 +162,9 @@ def _time_text(s: dict[str, Any], total: str) -> str:
     if s["launch"]:
         notes.append("launch files not counted: their workers run on other machines")
     new = time["new_trials"][0]
-    if trials["effective"] and new < trials["effective"] - 0.5:
+    if ((s["sensitivity"] or {}).get("search") or {}).get("strategy") == "accuracy_control":
+        notes.append(f"accuracy_control stops once its answer is proven: {new:.0f} to {trials['effective']} steps")
+    elif trials["effective"] and new < trials["effective"] - 0.5:
         notes.append(f"about {new:.0f} of the {trials['effective']} sampler trials are new, the rest repeats "
                      "answered from the study")
     return (f"{total}, {' and '.join(parts)} included" + "".join(f"; {n}" for n in notes)
@@ -205,6 +207,9 @@ def _sensitivity_text(s: dict[str, Any]) -> str:
                 if "coverage" in search else
                 "searched: granular, one yes/no a group (first: none, all, top 1, 2, 4)"
                 if search.get("strategy") == "granular" else
+                "accuracy_control: the quantized model, then a bisection over the ranking's prefixes for the shortest "
+                "within tolerance, then each kept group dropped once; it stops once the answer is proven"
+                if search.get("strategy") == "accuracy_control" else
                 f"searched: {search.get('sections', 2)} partitioned section(s) of the graph's order kept float")
     return (f"sensitivity ranking ({s['method']} on up to {s['samples']} samples, {s['blocks']} blocks by "
             f"{s['aggregate']}, one quantization before the search); {searched}")

@@ -18,6 +18,7 @@ from compiler.check.resolved import engine, merged_space, sample_counts, spec_pa
 from compiler.check.spacemath import count_configs, optuna_distinct, quark_discrete_size, stage1_space, stage2_template
 from compiler.front.model import Spec
 from compiler.resources import load_data
+from compiler.runtime.accuracy_control import steps_bound
 from compiler.runtime.contract import BEST_MODEL_FILE
 
 
@@ -103,7 +104,11 @@ def count_budget(spec: Spec) -> Budget:
             distinct = optuna_distinct(stage_space)
             effective = n if distinct == math.inf else min(n, int(distinct))
     search = spec.keep_float.search if engine(spec).supports("sensitivity") else None
-    if search is not None and effective:  # one more sampled parameter (the sensitivity pass refuses it elsewhere)
+    if search is not None and search.get("strategy") == "accuracy_control" and spec.search.sampler != "Grid":
+        # its steps on one configuration (the grid winner, or the space's one): at most what the strategy can ask for
+        distinct = float(max(distinct, 1) * steps_bound(sum(analysis(spec)["quantizable_op_counts"].values())))
+        effective = min(n, int(distinct))
+    elif search is not None and effective:  # one more sampled parameter (the sensitivity pass refuses it elsewhere)
         distinct = distinct * len(search["top_k"]) if "top_k" in search else math.inf  # coverage, partitioned: ranges
         effective = n if distinct == math.inf else min(n, int(distinct))
     produced = grid + effective

@@ -159,6 +159,12 @@ def sample_counts(spec: Spec) -> dict[str, int | None]:
     return counts
 
 
+def accuracy_control(spec: Spec) -> bool:
+    """keep_float.search strategy accuracy_control: its steps, not a sampler, fill the sampler stage (n_trials caps
+    them)."""
+    return (spec.keep_float.search or {}).get("strategy") == "accuracy_control"
+
+
 def objectives(spec: Spec) -> list[str]:
     """search.objectives in contract.OBJECTIVES order (a trial's values come in this order); accuracy alone by
     default."""

@@ -161,6 +161,7 @@ class KeepFloatSpec:
     blocks: dict[str, list[str]] = field(default_factory=dict)  # block name -> regexes, in the spec's order
     sensitivity: dict[str, Any] | None = None  # {metric, samples, aggregate, top, base} as written
     # {"top_k": [...]} | {"coverage": {"low", "high"}} | {"strategy": "partitioned", "sections": K}
+    # | {"strategy": "granular" | "accuracy_control"}
     search: dict[str, Any] | None = None
 
     @property

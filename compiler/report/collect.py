@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from compiler.report.accuracy_steps import accuracy_steps
 from compiler.report.manifest import first_line, load_manifest
 from compiler.report.status import search_state
 from compiler.report.studies import heartbeat_ages, importances, load_studies
@@ -142,6 +143,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "all_trials": [_trial_row(r, numbers) | alive.get((r.study, r.trial.number), {}) for r in rows],
         "launcher": holder(out_dir / facts["db"]),  # the live process that runs the search here, if any
         "sensitivity": _sensitivity(out_dir, saved),
+        "accuracy_control": accuracy_steps([r.trial for r in complete if r.study == facts["name"]],
+                                           stopped_record(saved, [main])),
         "notes": notes,
     }
     return report | {"state": search_state(report)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from compiler.report.accuracy_steps import accuracy_lines
 from compiler.report.manifest import first_line
 from compiler.report.studies import varying
 from compiler.runtime.contract import OBJECTIVE_UNITS
@@ -55,6 +56,7 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
     if r["metric"] is not None:
         facts.append(("float model", _float_model(metric, higher, float_score)))
     facts += _sensitivity_facts(r.get("sensitivity"))
+    facts += accuracy_lines(r.get("accuracy_control"), _num)
     config_json = None
     if best is not None:
         score = best.get("score")

@@ -113,6 +113,7 @@ def granular_ranking(search: Search, ranking: Any) -> None:
     from .sensitivity_search import GRANULAR_MAX_GROUPS, granular_starts
 
     search.ranking_groups = len(ranking.groups)
+    search.ranking_sizes = [len(group["nodes"]) for group in ranking.groups]
     if (search.settings.keep_float_search or {}).get("strategy") != "granular":
         return
     if len(ranking.groups) > GRANULAR_MAX_GROUPS:

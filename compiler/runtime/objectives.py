@@ -71,7 +71,8 @@ def _oriented(settings: Any, name: str, value: float) -> float:
 def _tail(settings: Any, trial: Any, order: tuple[str, ...]) -> tuple[float, ...]:
     v = values(settings, trial)
     reused = 1 if contract.ATTR_REUSED_FROM in trial.user_attrs else ORIGINAL_FIRST
-    return (*(_oriented(settings, n, v[n]) for n in order if n in v), reused, trial.number)
+    floated = len((trial.user_attrs.get(contract.ATTR_KEEP_FLOAT) or {}).get("nodes") or [])  # equal: fewer float
+    return (*(_oriented(settings, n, v[n]) for n in order if n in v), floated, reused, trial.number)
 
 
 def choose(settings: Any, trials: list[Any], limit: float | None) -> Choice | None:
@@ -103,7 +104,8 @@ def choose(settings: Any, trials: list[Any], limit: float | None) -> Choice | No
     tied_configs = len({identity(t) for t in tied})
     if tied_configs > 1:
         noise = " within their measured latency spread" if primary == "latency" else ""
-        what += f" ({tied_configs} configurations tied{noise}, broken by accuracy then size)"
+        what += (f" ({tied_configs} configurations tied{noise}, broken by accuracy, size, then the fewest nodes kept "
+                 "float)")
     return Choice(winner, f"within tolerance and {what}", True)
 
 

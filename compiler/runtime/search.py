@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import contract, objectives, stopping
+from .accuracy_control import STEP_ATTR, Step, next_step, scored_steps
 from .artifacts import remove_artifact, store_artifact
 from .checks import fail
 from .console import say, warn
@@ -69,6 +70,7 @@ class Search:
         self.float_nodes: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # keep_float.search: choice -> nodes
         self.measure: Measure | None = None  # with the latency objective
         self.ranking_groups = 0  # keep_float.search: the sensitivity ranking's group count (strategy granular)
+        self.ranking_sizes: list[int] = []  # each ranked group's node count (strategy accuracy_control)
         self.starts: list[dict[str, Any]] = []  # strategy granular: fixed params for the first sampler slots
         self._orphaned = False  # a storage error may have left this worker's trial RUNNING
         self.tracker = Tracker(settings)  # output.mlflow: each finished trial an MLflow run (a no-op without it)
@@ -140,18 +142,18 @@ class Search:
 
     def stopped(self) -> dict[str, Any] | None:
         """The stop record a stop rule wrote (by any worker), or None."""
-        if not self.settings.stop:
+        if not self.settings.stop and not self.settings.accuracy_control:
             return None
         return self.sampler_study.user_attrs.get(contract.STOPPED_ATTR)
 
     def check_stop(self) -> bool:
         """search.stop: True once a stop rule has fired (here or in another worker). Under the slot lock, starts the
         timeout's clock at the first claim and writes the stop record once; trials in flight are never stopped."""
+        if self.stopped() is not None:
+            return True
         stop = self.settings.stop
         if not stop:
             return False
-        if self.stopped() is not None:
-            return True
         with self.slots.lock():
             attrs = self.sampler_study.user_attrs
             if contract.STOPPED_ATTR in attrs:
@@ -404,7 +406,13 @@ class Search:
         if space is None:  # cannot happen: sampler slots are queued only once the winner is pinned
             fail("a sampler slot was queued before the grid stage's winner was pinned")
         config = suggest_config(trial, space)
-        if self.settings.keep_float_search:  # one more parameter: how much of the sensitivity ranking stays float
+        if self.settings.accuracy_control:  # the next step of the strategy, from the steps scored so far
+            step = self.accuracy_step(study, trial)
+            if step is None:
+                return
+            config["keep_float"] = {"groups": list(step.groups)}
+            trial.set_user_attr(STEP_ATTR, {"phase": step.phase, "groups": list(step.groups)})
+        elif self.settings.keep_float_search:  # one more parameter: how much of the sensitivity ranking stays float
             config["keep_float"] = suggest_keep_float(trial, self.settings.keep_float_search, self.ranking_groups)
         previous = self.scored(config)
         if previous is None:
@@ -412,13 +420,46 @@ class Search:
             return
         source = previous.user_attrs.get(contract.ATTR_REUSED_FROM, previous.number)  # the trial really quantized
         for key in (contract.ATTR_STAGE, contract.ATTR_CONFIG, contract.ATTR_MODEL, contract.ATTR_KEEP_FLOAT,
-                    contract.ATTR_LATENCY, contract.ATTR_SIZE, contract.ATTR_WITHIN_TOLERANCE):
+                    contract.ATTR_LATENCY, contract.ATTR_SIZE, contract.ATTR_WITHIN_TOLERANCE, contract.ATTR_QUANTIZED):
             if key in previous.user_attrs:
                 trial.set_user_attr(key, previous.user_attrs[key])
         trial.set_user_attr(contract.ATTR_REUSED_FROM, source)
         study.tell(trial, previous.values if self.settings.multi_objective else previous.value)
         self.tracker.told(self.storage, trial, stage)
         say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
+
+    def accuracy_step(self, study: Any, trial: Any) -> Any:
+        """strategy accuracy_control: the next step for this claimed slot (accuracy_control.py), or None once the
+        answer is proven: then the stop record is written (once, for every worker) and the slot given up."""
+        tested = scored_steps(self.complete(self.sampler_study), contract.ATTR_WITHIN_TOLERANCE, contract.ATTR_CONFIG)
+        found = next_step(self.ranking_sizes, tested)
+        if isinstance(found, Step):
+            return found
+        self.record_answer(found, len(tested))
+        self.slots.give_up(study, trial, "not needed: accuracy_control's answer is proven")
+        return None
+
+    def answer_proven(self) -> bool:
+        """strategy accuracy_control, before a slot is claimed: True (the stop record written) once the steps scored
+        so far prove the answer."""
+        if not self.settings.accuracy_control or self.quantize is None:
+            return False
+        tested = scored_steps(self.complete(self.sampler_study), contract.ATTR_WITHIN_TOLERANCE, contract.ATTR_CONFIG)
+        found = next_step(self.ranking_sizes, tested)
+        if isinstance(found, Step):
+            return False
+        self.record_answer(found, len(tested))
+        return True
+
+    def record_answer(self, found: Any, steps: int) -> None:
+        """The proven answer as the study's stop record (once, for every worker): no new trial starts."""
+        with self.slots.lock():
+            if contract.STOPPED_ATTR not in self.sampler_study.user_attrs:
+                self.sampler_study.set_user_attr(contract.STOPPED_ATTR, {
+                    "reason": "accuracy_control", "detail": f"{found.detail} (proven in {steps} step(s))",
+                    "answer": None if found.groups is None else list(found.groups),
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                say(f"qas: accuracy_control: {found.detail} (proven in {steps} step(s)); no new trial starts")
 
     def scored(self, config: dict[str, Any]) -> Any:
         """The complete sampler trial with this configuration, waiting for another worker running it; else None."""
@@ -466,7 +507,7 @@ class Search:
 
     def step(self, grid_configs: list[dict[str, Any]]) -> str | None:
         """Claim one slot and run it, or wait for other workers' trials; "done" when this worker's work is over."""
-        if self.failures_exhausted() or self.check_stop():
+        if self.failures_exhausted() or self.check_stop() or self.answer_proven():
             return "done"
         if self._orphaned:  # the storage failed mid-trial: that trial, still RUNNING under this worker, goes back
             self.slots.release_owned(self.worker, "the study storage failed while it ran")

@@ -161,6 +161,14 @@ def choice_text(choice: Any) -> str:
         return "partitioned " + ", ".join(f"{start:.2f}-{start + width:.2f}" for start, width in choice["partitioned"])
     if "granular" in choice:
         return "granular " + (", ".join(f"#{i + 1}" for i in choice["granular"]) or "none")
+    if "groups" in choice:  # accuracy_control: a prefix of the ranking is said as one
+        kept = choice["groups"]
+        if not kept or kept == list(range(len(kept))):
+            return f"top {len(kept)}" if kept else "none kept"
+        missing = sorted(set(range(max(kept) + 1)) - set(kept))  # a prefix with a few dropped reads shorter
+        if len(missing) < len(kept):
+            return f"top {max(kept) + 1} without " + ", ".join(f"#{i + 1}" for i in missing)
+        return "groups " + ", ".join(f"#{i + 1}" for i in kept)
     return ", ".join(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
                      for key, value in choice.items())
 

@@ -96,8 +96,8 @@ def resolved(groups: list[dict[str, Any]]) -> int:
 
 class Ranking:
     """The ranked groups of sensitivity.json; a search choice ({"top_k": k} | {"coverage": f} | {"partitioned":
-    [[start, width], ...]} | {"granular": [group index, ...]}) in, the groups kept float out. `order`: the float
-    model's node names in its topological order (what partitioned spans are fractions of)."""
+    [[start, width], ...]} | {"granular" or "groups": [group index, ...]}) in, the groups kept float out. `order`: the
+    float model's node names in its topological order (what partitioned spans are fractions of)."""
 
     def __init__(self, groups: list[dict[str, Any]], order: list[str] | None = None) -> None:
         self.groups = groups
@@ -112,8 +112,8 @@ class Ranking:
             return self.groups[:int(choice["top_k"])]
         if "partitioned" in choice:
             return self.in_spans(choice["partitioned"])
-        if "granular" in choice:
-            return [self.groups[i] for i in choice["granular"] if 0 <= i < len(self.groups)]
+        if "granular" in choice or "groups" in choice:  # accuracy_control's steps name their groups as granular does
+            return [self.groups[i] for i in choice.get("granular", choice.get("groups")) if 0 <= i < len(self.groups)]
         counted = [g for g in self.groups if g.get("above_noise", True) and g["score"] > 0]
         target = float(choice["coverage"]) * sum(g["score"] for g in counted)
         taken, covered = [], 0.0

@@ -106,6 +106,11 @@ class Settings:
         return (self.sensitivity or {}).get("search")
 
     @property
+    def accuracy_control(self) -> bool:
+        """keep_float.search strategy accuracy_control: the sampler stage's steps come from accuracy_control.py."""
+        return (self.keep_float_search or {}).get("strategy") == "accuracy_control"
+
+    @property
     def here(self) -> Path:
         """The output folder (the script's folder)."""
         return Path(self.script).resolve().parent
@@ -163,7 +168,7 @@ class Settings:
     @property
     def grid_only(self) -> bool:
         """Only grid configurations run: the Grid sampler, or a two-stage search whose space has no fine-tuning."""
-        return self.sampler == "Grid" or (self.two_stage and not self.has_finetune_stage)
+        return self.sampler == "Grid" or (self.two_stage and not self.has_finetune_stage and not self.accuracy_control)
 
     @property
     def has_finetune_stage(self) -> bool:

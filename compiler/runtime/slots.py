@@ -99,6 +99,12 @@ class Slots:
                                                     "complete or in hand", requeue=False)
             return True
 
+    def give_up(self, study: Any, trial: Any, reason: str) -> None:
+        """A slot just claimed that no step needs (a strategy's answer is proven): failed as interrupted with the
+        reason, not queued again."""
+        with self.lock():
+            self._retire(study, trial, reason, requeue=False)
+
     # --- Queueing (under the lock) ------------------------------------------------------------------
     def top_up(self, failures: int) -> int:
         """Fail dead workers' trials (queued again), queue missing grid slots, pin the grid winner and queue
@@ -147,7 +153,8 @@ class Slots:
         done = [t for t in grid if t.state.name == "COMPLETE"]
         if not done:
             return False
-        winner = sorted(done, key=lambda t: t.value, reverse=self.settings.direction == "maximize")[0]
+        # by accuracy (the first value: objectives come in contract.OBJECTIVES order, accuracy first)
+        winner = sorted(done, key=lambda t: t.values[0], reverse=self.settings.direction == "maximize")[0]
         self.sampler_study.set_user_attr(contract.GRID_WINNER_ATTR, winner.number)
         return True
 

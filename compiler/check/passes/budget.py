@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Iterator
 
 from compiler.check.budget_facts import Budget, count_budget, gb
-from compiler.check.resolved import engine, merged_space, quark_runs_search, spec_path, two_stage
+from compiler.check.resolved import accuracy_control, engine, merged_space, quark_runs_search, spec_path, two_stage
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import Spec
 
@@ -34,6 +34,8 @@ def check(spec: Spec) -> Iterator[Diagnostic]:
         elif n > total:
             yield diag("QAS404", f"Grid has only {total} configurations; {total} will run, not {n}",
                        trials_at, hint=f"set n_trials: {total}")
+    elif accuracy_control(spec):
+        pass  # n_trials caps its steps, and it stops once the answer is proven: no configuration repeats
     elif two_stage(spec) and "algorithms" not in merged_space(spec):
         yield diag("QAS407", "two-stage search without `algorithms` runs only the grid stage; n_trials is unused",
                    trials_at, hint="add algorithms to the space, or set two_stage: false")

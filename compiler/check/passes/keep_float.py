@@ -4,7 +4,9 @@ QAS326: the engine has no sensitivity analysis (AutoSearchPro); QAS341: a block 
 runtime matches with RE2 too, both through runtime/patterns.py: linear time whatever the pattern); QAS340: a block
 pattern that matches no node of the model (with the closest names); QAS342: a search dimension without a sampler
 stage to search it; QAS343: a base configuration that is not in the space; QAS344: an empty coverage range; QAS345:
-keep_float.search with more than one form (top_k, coverage, strategy) or sections without strategy partitioned.
+keep_float.search with more than one form (top_k, coverage, strategy) or sections without strategy partitioned;
+QAS358: strategy accuracy_control where its steps cannot decide (no tolerance, nothing but accuracy to rank by, a
+fine-tuning search beside it, or a sampled space it would not search).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 
 from compiler.check.engine_support import refusals
 from compiler.check.intake_facts import analysis
-from compiler.check.resolved import engine, merged_space, two_stage
+from compiler.check.resolved import engine, merged_space, objectives, two_stage
+from compiler.check.spacemath import optuna_distinct
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import Spec
 from compiler.runtime.patterns import RE2_DISTRIBUTION, PatternEngineMissing, PatternError, block_pattern
@@ -86,13 +89,40 @@ def _search(spec: Spec, search: dict[str, Any]) -> Iterator[Diagnostic]:
                              f"({search['coverage']['high']:g})", (*at, "coverage"),
                    hint="write low <= high, fractions of the total sensitivity between 0 and 1")
     space = merged_space(spec)
+    if search.get("strategy") == "accuracy_control":
+        yield from _accuracy_control(spec, space, at)
     if spec.search.sampler == "Grid":
         yield diag("QAS342", "keep_float.search adds a sampled parameter, but sampler Grid has no sampler stage", at,
                    hint="use a sampler such as TPE (the grid covers the space's lists only)", at_key=True)
-    elif two_stage(spec) and "algorithms" not in space:
+    elif two_stage(spec) and "algorithms" not in space and search.get("strategy") != "accuracy_control":
         yield diag("QAS342", "keep_float.search is searched in the sampler stage, and this two-stage search has none "
                              "(its space has no algorithms)", at,
                    hint="set search.two_stage: false, or add algorithms to the space", at_key=True)
+
+
+def _accuracy_control(spec: Spec, space: dict[str, Any], at: tuple[Any, ...]) -> Iterator[Diagnostic]:
+    """strategy accuracy_control decides each step by the tolerance, and its answer is the most quantized model within
+    it: it needs a tolerance, an objective that prefers less float, and one configuration to vary only the float set
+    of (a two-stage search's grid winner, or a space of one configuration)."""
+    where = (*at, "strategy")
+    if spec.evaluation.tolerance is None:
+        yield diag("QAS358", "keep_float.search strategy accuracy_control keeps groups float until the model is within "
+                             "evaluation.tolerance, and the spec declares none", where,
+                   hint="add evaluation.tolerance, e.g. tolerance: 0.01 (the metric's units) or \"1%\" (evaluator)")
+    if objectives(spec) == ["accuracy"]:
+        yield diag("QAS358", "strategy accuracy_control's answer is the most quantized model within tolerance, and "
+                             "with accuracy as the only objective the winner would be the most accurate one (the most "
+                             "kept float)", where,
+                   hint="add search.objectives: [accuracy, quantized_fraction] (or latency, or size)")
+    if "algorithms" in space:
+        yield diag("QAS358", "strategy accuracy_control compares models that differ only in what stays float, and the "
+                             "space also searches fine-tuning (algorithms): two things would change at once", where,
+                   hint="remove algorithms from the space, or use search: {top_k: [...]} to search both")
+    elif not two_stage(spec) and spec.search.sampler != "Grid" and optuna_distinct(space) > 1:
+        yield diag("QAS358", "strategy accuracy_control runs on one configuration, and this space samples several "
+                             "without a grid stage to choose one", where,
+                   hint="set search.two_stage: true (the space's grid runs fully quantized first, then accuracy "
+                        "control on its winner), or narrow the space to one choice a key")
 
 
 def _base(spec: Spec, base: dict[str, Any]) -> Iterator[Diagnostic]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compiler.check.resolved import TASK_METRICS, objectives, spec_path, two_stage
+from compiler.check.resolved import TASK_METRICS, accuracy_control, objectives, spec_path, two_stage
 from compiler.check.user_code import yields
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import Spec
@@ -88,7 +88,8 @@ def _objectives(spec: Spec) -> Iterator[Diagnostic]:
         yield diag("QAS351", f"sampler {sampler} takes one objective, and search.objectives has "
                              f"{len(objectives(spec))}", (*spec.search.path, "sampler"),
                    hint=f"use sampler {' or '.join(MULTI_OBJECTIVE_SAMPLERS)}, or objectives: [accuracy]")
-    elif two_stage(spec):
+    elif two_stage(spec) and not (accuracy_control(spec) and set(written) <= {"accuracy", "quantized_fraction"}):
+        # accuracy_control's grid trials keep nothing float: their quantized_fraction is the same, accuracy decides
         where = ((*spec.search.path, "two_stage") if spec.search.two_stage is not None
                  else (*spec.search.path, "preset"))
         yield diag("QAS351", "the grid stage of a two-stage search pins one winner by accuracy alone, so it cannot "
