@@ -126,6 +126,7 @@ def quark_in_child(settings: Any) -> Any:
     from quark.onnx.calibration import CachedDataReader
 
     from .calibration_cache import RANGES_SAVED, CalibrationCache, cache_folder, samples_digest
+    from .preprocess_cache import PREPROCESS
     from .readers import make_reader, model_input_names
     from .step_clock import CLOCK
 
@@ -135,4 +136,6 @@ def quark_in_child(settings: Any) -> Any:
              if settings.calibration_cache else None)
     CLOCK.install()
     RANGES_SAVED.install()
+    PREPROCESS.enabled = bool(settings.calibration_cache)  # the same switch: calibration ranges and pre-processing
+    PREPROCESS.install()
     return QuarkQuantizer(settings.model_path, reader, [], cache=cache).quantize
