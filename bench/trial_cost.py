@@ -19,7 +19,7 @@ Wall times are measured side by side in one run on a shared machine: read the ra
 with the defaults.
 
   .venv/bin/python bench/trial_cost.py [--parts cost,engines,prune] [--cost-trials 4] [--engine-trials 20]
-                                       [--prune-trials 50] [--prune-eval 32] [--json]
+                                       [--prune-trials 50] [--prune-eval 32] [--prune-sampler TPE|Random] [--json]
 """
 
 from __future__ import annotations
@@ -126,12 +126,14 @@ def engines_part(work: Path, trials: int) -> dict[str, Any]:
     return result
 
 
-def prune_part(work: Path, trials: int, eval_samples: int) -> dict[str, Any]:
-    result: dict[str, Any] = {"trials": trials, "evaluation_samples": eval_samples}
+def prune_part(work: Path, trials: int, eval_samples: int, sampler: str = "TPE") -> dict[str, Any]:
+    """Prune off then on, same spec and seed. With TPE the draws follow the scores (pruned trials steer it); with
+    Random they do not, so both runs draw the same configurations and differ only in what pruning stopped."""
+    result: dict[str, Any] = {"trials": trials, "evaluation_samples": eval_samples, "sampler": sampler}
     for prune in (False, True):
         folder = work / "prune" / ("on" if prune else "off")
         zm = build("resnet_bn", folder, eval_samples=eval_samples)
-        extra = "search: {prune: wilcoxon}\n" if prune else ""
+        extra = f"search: {{sampler: {sampler}{', prune: wilcoxon' if prune else ''}}}\n"
         spec = zm.write_spec(folder, preset="A8W8_SEARCH", n_trials=trials, extra_yaml=extra)
         wall, report = run_search(spec)
         cost = report["cost"]
@@ -151,6 +153,7 @@ def main() -> None:
     parser.add_argument("--engine-trials", type=int, default=20)
     parser.add_argument("--prune-trials", type=int, default=50)
     parser.add_argument("--prune-eval", type=int, default=32)
+    parser.add_argument("--prune-sampler", default="TPE", help="TPE or Random (draws that do not follow the scores)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -161,7 +164,7 @@ def main() -> None:
         if "engines" in parts:
             results["engines"] = engines_part(Path(work), args.engine_trials)
         if "prune" in parts:
-            results["prune"] = prune_part(Path(work), args.prune_trials, args.prune_eval)
+            results["prune"] = prune_part(Path(work), args.prune_trials, args.prune_eval, args.prune_sampler)
     print(json.dumps(results, indent=2))
 
 

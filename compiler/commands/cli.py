@@ -26,7 +26,7 @@ from compiler.check.presets import PRESET_NAMES, preset_config
 from compiler.check.spacemath import count_configs, quark_discrete_size, stage1_space
 from compiler.check.target_env import Environment, load_target, probe
 from compiler.commands.cli_style import CONTEXT_SETTINGS, Command, Group
-from compiler.commands.init import Refused, convert_command, init_spec
+from compiler.commands.init import Refused, Written, convert_command, init_spec
 from compiler.commands.out_dir import resolve_out_dir
 from compiler.commands.pipeline import Result, compile_spec
 from compiler.commands.run import Outcome, manifest_target, measured_estimate, record, run_search
@@ -211,6 +211,12 @@ def init_command(
         typer.echo(f"note: the model is opset {outcome.old_opset}; per-channel quantization (the presets' weight "
                    "scales) needs opset 13, so convert it: `qas init --convert-opset` again with --force, or\n  "
                    + convert_command(_display_name(model)), err=True)
+    _init_next_steps(outcome, spec, calib)
+
+
+def _init_next_steps(outcome: Written, spec: str, calib: str) -> None:
+    """After `qas init` wrote the spec: the expected duration against its time budget, the calibration folder's state
+    and the next steps (fill it, validate, run), said on stderr."""
     low, high = (duration(s) for s in outcome.full_search_s)
     fits = outcome.minutes and outcome.full_search_s[1] <= outcome.minutes * 60
     if fits:

@@ -81,19 +81,10 @@ def init_spec(model: Path, spec: Path, device: str, force: bool, display: Callab
     old_opset = opset_below_per_channel(facts)
     converted_from = None
     if convert_opset and old_opset is not None:
-        copy = opset13_path(model)
-        if os.path.lexists(copy) and not force:
-            return Refused(False, (f"qas: error: {shown(copy)} exists; left as it is",
-                                   "  hint: pass --force to convert again, or point the spec at it by hand"))
-        problem = convert_to_opset13(model, copy)
-        if problem is not None:
-            return Refused(False, (f"qas: error: onnx's version converter could not convert {shown(model)} from opset "
-                                   f"{old_opset} to {PER_CHANNEL_OPSET}: {problem}",
-                                   "  hint: export the model again with opset_version=13 or later"))
-        converted_from, model = model.name, copy
-        facts, risks = read_checked(model, repr(display(model)))
-        if facts is None or any(r["severity"] == "error" for r in risks):
-            return Refused(False, tuple(line for r in risks for line in _risk_lines(r, shown(model))))
+        converted = _convert(model, old_opset, force, display)
+        if isinstance(converted, Refused):
+            return converted
+        converted_from, (model, facts, risks) = model.name, converted
     calib = spec.parent / CALIB_FOLDER
     for folder in (calib.parent, calib):
         if os.path.lexists(folder) and not folder.is_dir():
@@ -119,6 +110,28 @@ def init_spec(model: Path, spec: Path, device: str, force: bool, display: Callab
                    warnings=tuple(line for r in risks for line in _risk_lines(r, shown(model))), minutes=minutes,
                    full_search_s=full_search_seconds(facts, suggested_search(device), N_TRIALS, device),
                    converted=model if converted_from else None, old_opset=old_opset)
+
+
+def _convert(model: Path, old_opset: int, force: bool,
+             display: Callable[[Path], str]) -> tuple[Path, dict[str, Any], list[dict[str, Any]]] | Refused:
+    """--convert-opset: the model converted to opset 13 beside it (never over an existing copy without force); the
+    copy with its facts and risks out, or why not."""
+    def shown(path: Path) -> str:
+        return shlex.quote(display(path))
+
+    copy = opset13_path(model)
+    if os.path.lexists(copy) and not force:
+        return Refused(False, (f"qas: error: {shown(copy)} exists; left as it is",
+                               "  hint: pass --force to convert again, or point the spec at it by hand"))
+    problem = convert_to_opset13(model, copy)
+    if problem is not None:
+        return Refused(False, (f"qas: error: onnx's version converter could not convert {shown(model)} from opset "
+                               f"{old_opset} to {PER_CHANNEL_OPSET}: {problem}",
+                               "  hint: export the model again with opset_version=13 or later"))
+    facts, risks = read_checked(copy, repr(display(copy)))
+    if facts is None or any(r["severity"] == "error" for r in risks):
+        return Refused(False, tuple(line for r in risks for line in _risk_lines(r, shown(copy))))
+    return copy, facts, risks
 
 
 def opset13_path(model: Path) -> Path:

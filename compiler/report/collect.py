@@ -39,6 +39,7 @@ from compiler.runtime.contract import (
     STAGE_GRID,
     STAGE_SAMPLER,
     TASK_METRICS,
+    stage_totals,
 )
 from compiler.runtime.objectives import distinct
 
@@ -51,15 +52,12 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
 
     from compiler.runtime.lock import holder
 
-    manifest = load_manifest(out_dir / MANIFEST_FILE)
-    if isinstance(manifest, str):
-        return manifest
-    facts = manifest["outputs"]["study"]
-    grid_name = facts["name"] + GRID_STUDY_SUFFIX
-    loaded = load_studies(out_dir / facts["db"], facts["name"], grid_name, facts.get("url_env"), manifest["engine"])
+    loaded = _load(out_dir)
     if isinstance(loaded, str):
         return loaded
-    (main, main_trials), (grid, grid_trials) = loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
+    manifest, (main, main_trials), (grid, grid_trials) = loaded
+    facts = manifest["outputs"]["study"]
+    grid_name = facts["name"] + GRID_STUDY_SUFFIX
     notes: list[str] = []
 
     direction = main.directions[0].name.lower()  # the accuracy objective's
@@ -74,18 +72,8 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     counts = _trial_counts(rows, complete, failed)
     alive = _liveness(rows, facts)
     notes += _running_notes(counts["running"], alive)
-    budget, sampler = manifest["budget"], manifest["search"].get("sampler")
-    # with sampler Grid the configurations are the trials, and engine qas keeps them in the grid study
-    # pruned trials (search.prune: sampler trials only) count toward the budget, as in the search
-    counted = (counts["complete_grid"] + counts["complete_sampler"] if sampler == "Grid"
-               else counts["complete_sampler"] + counts["pruned"])
-
-    best_config_name = manifest["outputs"].get("best_config", BEST_CONFIG_FILE)
-    saved = _load_json(out_dir / best_config_name)
-    best_config_state = "absent" if saved is None else "unreadable" if isinstance(saved, str) else "written"
-    if isinstance(saved, str):
-        notes.append(saved)
-        saved = None
+    budget = manifest["budget"]
+    best_config_name, saved, best_config_state = _saved_best_config(out_dir, manifest, notes)
     recommended = recommend(saved, direction, [r.trial for r in complete])
     if recommended is not None:  # the winner rule ranks the trials, as the search did
         order = {id(t): k for k, t in enumerate(recommended["ranking"])}
@@ -98,31 +86,20 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     found, importance_notes = importances(source, [r.trial for r in complete if r.study == source.study_name])
     notes += importance_notes
 
-    run, inputs = manifest.get("run"), manifest.get("inputs")
+    inputs = manifest.get("inputs")
     evaluation = inputs.get("evaluation") if isinstance(inputs, dict) else None
     higher_is_better = _higher_is_better(evaluation)
     float_score = _float_score(higher_is_better, [main, grid], saved)
     if best is not None:
         best["score"] = _score(best["value"], float_score, higher_is_better)
     report = {
-        "out_dir": str(out_dir),
-        "out_dir_shown": _shown_dir(manifest, out_dir),
-        "name": manifest["name"],
-        "engine": manifest["engine"],
-        "grid_outside_study": bool(getattr(ENGINES.get(manifest["engine"]), "quark_loop", False)),
-        "direction": direction,
-        "metric": _metric(evaluation),
-        "higher_is_better": higher_is_better,
-        "float_score": float_score,
-        "sampler": sampler,
-        "device": manifest["search"].get("device"),
-        "run_status": run.get("status") if isinstance(run, dict) else None,
+        **_identity(out_dir, manifest, direction, evaluation, float_score),
         "study": {"db": facts["db"], "name": facts["name"], "grid_name": grid_name if grid is not None else None,
                   "url_env": facts.get("url_env")},
         "budget": {"effective_trials": budget["effective_trials"], "grid_configs": budget["grid_configs"],
                    "models_produced": budget.get("models_produced")},
         "trials": counts,
-        "budget_reached": counted >= budget["effective_trials"] or bool(stopped_record(saved, [main])),
+        "budget_reached": _budget_reached(counts, manifest) or bool(stopped_record(saved, [main])),
         "stopped": stopped_record(saved, [main]),
         "objectives": objectives_view(saved, recommended, out_dir),
         "best": best,
@@ -135,8 +112,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
                              main.user_attrs),
         "top5": [_top_entry(r, repeats, numbers, float_score, higher_is_better, out_dir)
                  for r, repeats in entries[:TOP_N]],
-        "failures": [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)}
-                     for r in failed],
+        "failures": _failures(failed),
         "importances": found,
         "importances_study": source.study_name if found else None,
         "workers": _workers(rows),
@@ -148,6 +124,72 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "notes": notes,
     }
     return report | {"state": search_state(report)}
+
+
+def _failures(failed: list[_Row]) -> list[dict[str, Any]]:
+    """The failed trials (not the interrupted ones): number, stage and recorded error."""
+    return [{"number": r.trial.number, "stage": r.stage, "error": r.trial.user_attrs.get(ATTR_ERROR)} for r in failed]
+
+
+def _load(out_dir: Path) -> tuple[dict[str, Any], tuple[Any, list[Any]], tuple[Any, list[Any]]] | str:
+    """The manifest and the two studies with their trials (the grid study (None, []) when there is none), or a
+    one-line error."""
+    manifest = load_manifest(out_dir / MANIFEST_FILE)
+    if isinstance(manifest, str):
+        return manifest
+    facts = manifest["outputs"]["study"]
+    loaded = load_studies(out_dir / facts["db"], facts["name"], facts["name"] + GRID_STUDY_SUFFIX,
+                          facts.get("url_env"), manifest["engine"])
+    if isinstance(loaded, str):
+        return loaded
+    return manifest, loaded[0], loaded[1] if len(loaded) == 2 else (None, [])
+
+
+def _identity(out_dir: Path, manifest: dict[str, Any], direction: str, evaluation: Any,
+              float_score: float | None) -> dict[str, Any]:
+    """What ran and how it is scored: the output folder, name, engine, direction, metric, float score, sampler,
+    device and the run's status."""
+    run = manifest.get("run")
+    return {
+        "out_dir": str(out_dir),
+        "out_dir_shown": _shown_dir(manifest, out_dir),
+        "name": manifest["name"],
+        "engine": manifest["engine"],
+        "grid_outside_study": bool(getattr(ENGINES.get(manifest["engine"]), "quark_loop", False)),
+        "direction": direction,
+        "metric": _metric(evaluation),
+        "higher_is_better": _higher_is_better(evaluation),
+        "float_score": float_score,
+        "sampler": manifest["search"].get("sampler"),
+        "device": manifest["search"].get("device"),
+        "run_status": run.get("status") if isinstance(run, dict) else None,
+    }
+
+
+def _budget_reached(counts: dict[str, int], manifest: dict[str, Any]) -> bool:
+    """Each stage done as the search counts it (contract.stage_totals, the one place the totals are computed): with
+    sampler Grid the configurations (engine qas keeps them in the grid study), else the grid configurations (unless
+    Quark runs them outside the study) and the complete and pruned sampler trials (search.prune)."""
+    budget, sampler = manifest["budget"], manifest["search"].get("sampler")
+    grid_total, sampler_total = stage_totals(sampler or "", bool(budget["grid_configs"]), budget["effective_trials"],
+                                             budget["grid_configs"])
+    if sampler == "Grid":
+        return counts["complete_grid"] + counts["complete_sampler"] >= grid_total
+    grid_done = (counts["complete_grid"] >= grid_total
+                 or bool(getattr(ENGINES.get(manifest["engine"]), "quark_loop", False)))
+    return grid_done and counts["complete_sampler"] + counts["pruned"] >= sampler_total
+
+
+def _saved_best_config(out_dir: Path, manifest: dict[str, Any], notes: list[str]) -> tuple[str, Any, str]:
+    """best_config.json's name, its content (None when absent or unreadable, said in `notes`) and its state:
+    absent, unreadable or written."""
+    name = manifest["outputs"].get("best_config", BEST_CONFIG_FILE)
+    saved = _load_json(out_dir / name)
+    state = "absent" if saved is None else "unreadable" if isinstance(saved, str) else "written"
+    if isinstance(saved, str):
+        notes.append(saved)
+        saved = None
+    return name, saved, state
 
 
 def _rows(grid_trials: list[Any], grid_name: str, main_trials: list[Any], main_name: str,

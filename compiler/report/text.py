@@ -16,38 +16,15 @@ from compiler.runtime.sensitivity import MEASURES, choice_text
 
 def view(r: dict[str, Any]) -> dict[str, Any]:
     """The report in; every line and table cell the terminal block and report.md print, as strings, out."""
-    from compiler.check.budget_facts import gb
-
-    t, b, best = r["trials"], r["budget"], r["best"]
     metric = r["metric"] or "value"
     higher, float_score = r.get("higher_is_better"), r.get("float_score")
     value = metric if higher is None else f"{metric} {'drop' if higher else 'rise'}"  # what a trial's value is
     scored = float_score is not None and any(e.get("score") is not None for e in r["top5"])
-    if r["sampler"] == "Grid":
-        trials = f"{t['complete_sampler'] + t['complete_grid']} of {b['effective_trials']} grid configs complete"
-    else:
-        trials = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials complete"
-        if t.get("pruned"):  # search.prune: pruned trials count toward the budget
-            trials = (f"{t['complete_sampler'] + t['pruned']} of {b['effective_trials']} sampler trials done "
-                      f"({t['complete_sampler']} complete, {t['pruned']} pruned)")
-        if r.get("grid_outside_study") and b["grid_configs"]:
-            trials += f", the {b['grid_configs']}-config grid stage run by Quark outside the study"
-        elif b["grid_configs"] or t["complete_grid"]:
-            trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
-    stopped = r.get("stopped")
-    trials += (f" (stopped: {stopped['reason']})" if stopped else " (budget reached)" if r["budget_reached"]
-               else " (budget NOT reached)")
-    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running") if t.get(k)]
-    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials run"  # queued slots are not trials
-    if t.get("waiting"):
-        trials += f", {t['waiting']} slot(s) queued, not yet run"
-    if t["reused"]:
-        trials += f"; {t['reused']} reused an earlier score"
     facts = [
         ("search", f"{r['engine']} engine, {r['sampler'] or '?'} sampler on {r['device'] or '?'}, "
                    f"{r['direction']} {_objective(metric, higher)}"
                    + (f", run {r['run_status']}" if r["run_status"] else "")),
-        ("trials", trials),
+        ("trials", _trials_line(r)),
     ]
     if len(r.get("workers", {})) > 1:
         facts.append(("workers", "; ".join(f"{w}: {c['complete']} complete" + "".join(
@@ -57,29 +34,13 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
         facts.append(("float model", _float_model(metric, higher, float_score)))
     facts += _sensitivity_facts(r.get("sensitivity"))
     facts += accuracy_lines(r.get("accuracy_control"), _num)
-    config_json = None
-    if best is not None:
-        score = best.get("score")
-        against = (f" ({metric} {_num(score)}; the float model's {_num(float_score)})" if score is not None
-                   else " from the float model's score" if higher is not None else "")
-        facts.append(("best", f"trial {best['trial_number']} ({best['stage']} stage): {value} {_num(best['value'])}"
-                      + against
-                      + (f", score reused from trial {best['reused_from']}" if best["reused_from"] is not None
-                         else "")))
-        facts.append(("winner", _file(best["model"], best["model_bytes"], gb)
-                      + _beside_float(best["model_bytes"], r.get("float_model_bytes"), gb)))
-        if best["best_model"] is not None:
-            facts.append(("best_model", _file(best["best_model"], best["best_model_bytes"], gb)))
-        facts.append(("best_config", BEST_CONFIG_STATES[r.get("best_config") or
-                                                        ("agrees" if r["best_config_agrees"] else "disagrees")]))
-        if best["config"] is not None:
-            config_json = json.dumps(best["config"], indent=2, ensure_ascii=False)
-    else:
-        facts.append(("best", "none: no trial has completed"))
+    best_facts, config_json = _best_facts(r, metric, value)
+    facts += best_facts
     if r.get("durations"):
         facts.append(("trial time", _durations(r["durations"])))
     if r.get("cost"):
         facts += _cost_facts(r["cost"])
+    stopped = r.get("stopped")
     if stopped:
         facts.append(("stopped", f"{stopped['reason']}: {stopped.get('detail', '')} (at {stopped.get('at', '?')})"))
     facts += _objective_facts(r.get("objectives"))
@@ -103,6 +64,55 @@ def view(r: dict[str, Any]) -> dict[str, Any]:
                       else "(no error recorded)") for f in r["failures"]],
         "notes": list(r["notes"]),
     }
+
+
+def _trials_line(r: dict[str, Any]) -> str:
+    """The trials line: complete against the budget by stage, why the search ended, failures and queued slots."""
+    t, b = r["trials"], r["budget"]
+    if r["sampler"] == "Grid":
+        trials = f"{t['complete_sampler'] + t['complete_grid']} of {b['effective_trials']} grid configs complete"
+    else:
+        trials = f"{t['complete_sampler']} of {b['effective_trials']} sampler trials complete"
+        if t.get("pruned"):  # search.prune: pruned trials count toward the budget
+            trials = (f"{t['complete_sampler'] + t['pruned']} of {b['effective_trials']} sampler trials done "
+                      f"({t['complete_sampler']} complete, {t['pruned']} pruned)")
+        if r.get("grid_outside_study") and b["grid_configs"]:
+            trials += f", the {b['grid_configs']}-config grid stage run by Quark outside the study"
+        elif b["grid_configs"] or t["complete_grid"]:
+            trials += f", {t['complete_grid']} of {b['grid_configs']} grid configs"
+    stopped = r.get("stopped")
+    trials += (f" (stopped: {stopped['reason']})" if stopped else " (budget reached)" if r["budget_reached"]
+               else " (budget NOT reached)")
+    others = [f"{t[k]} {k}" for k in ("failed", "interrupted", "retried", "running") if t.get(k)]
+    trials += f"; {', '.join(others) or 'none failed'}; {t['total']} trials run"  # queued slots are not trials
+    if t.get("waiting"):
+        trials += f", {t['waiting']} slot(s) queued, not yet run"
+    if t["reused"]:
+        trials += f"; {t['reused']} reused an earlier score"
+    return trials
+
+
+def _best_facts(r: dict[str, Any], metric: str, value: str) -> tuple[list[tuple[str, str]], str | None]:
+    """The best trial's lines (its value against the float model's score, its files, best_config.json's state) and
+    its configuration as JSON (None without one)."""
+    from compiler.check.budget_facts import gb
+
+    best, higher, float_score = r["best"], r.get("higher_is_better"), r.get("float_score")
+    if best is None:
+        return [("best", "none: no trial has completed")], None
+    score = best.get("score")
+    against = (f" ({metric} {_num(score)}; the float model's {_num(float_score)})" if score is not None
+               else " from the float model's score" if higher is not None else "")
+    facts = [("best", f"trial {best['trial_number']} ({best['stage']} stage): {value} {_num(best['value'])}" + against
+              + (f", score reused from trial {best['reused_from']}" if best["reused_from"] is not None else "")),
+             ("winner", _file(best["model"], best["model_bytes"], gb)
+              + _beside_float(best["model_bytes"], r.get("float_model_bytes"), gb))]
+    if best["best_model"] is not None:
+        facts.append(("best_model", _file(best["best_model"], best["best_model_bytes"], gb)))
+    facts.append(("best_config", BEST_CONFIG_STATES[r.get("best_config") or
+                                                    ("agrees" if r["best_config_agrees"] else "disagrees")]))
+    config_json = json.dumps(best["config"], indent=2, ensure_ascii=False) if best["config"] is not None else None
+    return facts, config_json
 
 
 BEST_CONFIG_STATES = {  # report["best_config"] in words
