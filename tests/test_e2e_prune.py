@@ -51,6 +51,8 @@ def test_pruned_trials_count_toward_the_budget_and_save_inferences(tmp_path: Pat
     zm.write_spec(tmp_path, preset="A8W8_SEARCH", n_trials=11, extra_yaml=(
         "search: {prune: wilcoxon, seed: 3, override: {activation_params: {calibration_method: [MinMax, Percentile], "
         "symmetric: [true, false]}}}\n"))
+    validated = qas("validate", "spec.yaml", cwd=tmp_path, timeout=300)  # the plan before it runs says it too
+    assert validated.returncode == 0 and "for the 1 left" in validated.stdout, validated.stdout[-3000:]
     resumed = qas("run", "spec.yaml", "--yes", cwd=tmp_path, timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     measured = f"measured    {cost['quantizations']} trial(s) quantized so far, median "

@@ -297,6 +297,21 @@ def compile_command(
         typer.echo(f"wrote {len(result.files)} files to {_display_name(result.out_dir)}: "
                    f"{', '.join(_shown_outputs(result.files))}", err=True)
         typer.echo(f"run it: {_command('python', _display_name(result.out_dir / plan.script))}", err=True)
+        _echo_measured(result)
+
+
+def _echo_measured(result: Result) -> None:
+    """With trials already in the output folder's study file (a search to resume): the plan's `measured` line, the
+    time left by the study's own median trial. A database study is not opened at compile time."""
+    settings = result.plan.settings if result.plan is not None else None
+    if settings is None or result.out_dir is None or settings.storage_kind == "url":
+        return
+    if not (result.out_dir / settings.study_db).is_file() or not (result.out_dir / MANIFEST_FILE).is_file():
+        return
+    grid, sampler = settings.stage_totals()  # the plan's budget: validate writes no manifest
+    measured = measured_estimate(result.out_dir, settings.workers, grid + sampler)
+    if measured is not None:
+        typer.echo(measured)
 
 
 def _shown_outputs(files: dict[str, str]) -> list[str]:
@@ -326,6 +341,7 @@ def validate_command(spec: SpecArg, fmt: FormatOpt = Format.text, python: Python
     if not result.ok:
         raise typer.Exit(EXIT_SPEC)
     if fmt is Format.text:
+        _echo_measured(result)
         typer.echo(f"{spec}: ok", err=True)
 
 

@@ -101,9 +101,10 @@ def snapshot(out_dir: Path, manifest: dict[str, Any]) -> Snapshot | None:
     return Snapshot(done=len(values) + pruned, failed=failed, best=best)
 
 
-def measured_estimate(out_dir: Path, workers: int) -> str | None:
+def measured_estimate(out_dir: Path, workers: int, total: int | None = None) -> str | None:
     """A search with trials already recorded (a resume, or a study other workers are running) in; the time left by
-    the measured median trial (its recorded steps) out, as the plan's line; None for a new search."""
+    the measured median trial (its recorded steps) out, as the plan's line; None for a new search. `total`: the
+    trials the plan about to run counts (grid and sampler; default: the manifest on disk's)."""
     from compiler.back.cost import duration
     from compiler.report import build_report
 
@@ -112,7 +113,8 @@ def measured_estimate(out_dir: Path, workers: int) -> str | None:
         return None
     cost, trials, budget = report["cost"], report["trials"], report["budget"]
     done = trials["complete_sampler"] + trials["pruned"] + trials["complete_grid"]
-    left = max(budget["effective_trials"] + budget["grid_configs"] - done, 0)
+    total = budget["effective_trials"] + budget["grid_configs"] if total is None else total
+    left = max(total - done, 0)
     if left == 0:
         return None
     seconds = left * cost["trial_median_s"] / max(workers, 1)
