@@ -18,7 +18,8 @@ Three parts, each run as a user would (`python -m compiler compile`, the compile
 Wall times are measured side by side in one run on a shared machine: read the ratios. About 30 minutes on 2 cores
 with the defaults.
 
-  .venv/bin/python bench/trial_cost.py [--parts cost,engines,prune] [--cost-trials 4] [--engine-trials 20]
+  .venv/bin/python bench/trial_cost.py [--parts cost,engines,prune] [--cost-trials 4] [--cost-models detector,...]
+                                       [--engine-trials 20]
                                        [--prune-trials 50] [--prune-eval 32] [--prune-sampler TPE|Random] [--json]
 """
 
@@ -80,9 +81,9 @@ def run_search(spec: Path) -> tuple[float, dict[str, Any]]:
     return wall, json.loads(report.stdout)
 
 
-def cost_part(work: Path, trials: int) -> list[dict[str, Any]]:
+def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "resnetish")) -> list[dict[str, Any]]:
     rows = []
-    for model in ("detector", "resnetish"):
+    for model in models:
         for method in METHODS:
             row: dict[str, Any] = {"model": model, "method": method}
             for cache in (False, True):  # off first: the cache cannot help the run after it
@@ -150,6 +151,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="cost,engines,prune")
     parser.add_argument("--cost-trials", type=int, default=4)
+    parser.add_argument("--cost-models", default="detector,resnetish",
+                        help="bench/make_models.py models: detector (0.5 M weights), resnetish (1.6 M), "
+                             "widemlp (8.4 M)")
     parser.add_argument("--engine-trials", type=int, default=20)
     parser.add_argument("--prune-trials", type=int, default=50)
     parser.add_argument("--prune-eval", type=int, default=32)
@@ -160,7 +164,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="qas-trial-cost-") as work:
         if "cost" in parts:
-            results["cost"] = cost_part(Path(work), args.cost_trials)
+            results["cost"] = cost_part(Path(work), args.cost_trials, tuple(args.cost_models.split(",")))
         if "engines" in parts:
             results["engines"] = engines_part(Path(work), args.engine_trials)
         if "prune" in parts:
