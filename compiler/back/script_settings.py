@@ -4,6 +4,7 @@ every path relative to the output folder. A setting the engine does not read kee
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,13 @@ def storage_settings(spec: Spec, output_dir: Path) -> dict[str, Any]:
 
 
 
+def as_written(spec: Spec) -> dict[str, Any]:
+    """A checked Spec in; every Settings field declared as copied from the spec unchanged (its metadata "spec": a
+    dotted path in Spec) with the spec's value out."""
+    return {f.name: operator.attrgetter(f.metadata["spec"])(spec) for f in dataclasses.fields(Settings)
+            if "spec" in f.metadata}
+
+
 def build_settings(spec: Spec, facts: Facts) -> Settings:
     """Every setting of the compiled search; `script` is the script's file name (the script itself passes
     __file__)."""
@@ -77,7 +85,6 @@ def build_settings(spec: Spec, facts: Facts) -> Settings:
         engine=facts.engine.name,
         spec_hash=sha256_text(spec.text),
         space_hash=facts.space_hash,
-        device=spec.device,
         torch_device=facts.torch_device,
         model=relative(facts.model, out_abs),
         model_sha256=facts.model_sha256,
@@ -87,21 +94,15 @@ def build_settings(spec: Spec, facts: Facts) -> Settings:
         evaluator=evaluator_settings(spec, facts, out_abs),
         labels=labels_settings(spec, out_abs),
         direction=facts.direction,
-        sampler=spec.search.sampler,
-        seed=spec.search.seed,
         n_trials=facts.budget.effective_trials,
         two_stage=facts.two_stage,
         grid_configs=facts.budget.grid_configs,
         study_name=facts.study_name,
         study_db=facts.study_file,
-        resume=spec.output.resume,
-        plots=spec.output.plots,
         temp_dir=relative(spec_path(spec, spec.output.temp_dir), out_abs) if spec.output.temp_dir else DEFAULT_TEMP_DIR,
         max_failures=max_failures(spec),
         trial_timeout=seconds(spec.search.trial_timeout),
-        keep_models=spec.output.keep_models,
         calibration_cache=spec.search.calibration_cache is not False,
-        prune=spec.search.prune,
         keep_float={"nodes": list(spec.keep_float.nodes), "op_types": list(spec.keep_float.op_types),
                     "subgraphs": [list(p) for p in spec.keep_float.subgraphs]},
         sensitivity=facts.sensitivity,
@@ -114,6 +115,7 @@ def build_settings(spec: Spec, facts: Facts) -> Settings:
         stop=stop(spec),
         requirements=requirements(spec),
         search_space=facts.space,
+        **as_written(spec),
     )
     return dataclasses.replace(built, **{name: default(name) for name in facts.engine.unsupported_settings()})
 

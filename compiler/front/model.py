@@ -6,12 +6,15 @@ deep-copy before changing anything.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from compiler.diagnostics import YamlPath
 from compiler.runtime.contract import DEFAULT_ENGINE
+
+T = TypeVar("T")
 
 DEFAULT_OUTPUT_DIR = "autosearch_output"
 DEFAULT_LETTERBOX_PAD = 114  # the grey YOLO models are trained with
@@ -234,41 +237,30 @@ def _launch(data: list[str] | dict[str, Any] | None) -> LaunchSpec:
     return LaunchSpec(path=path, kubernetes=k8s, slurm=slurm)
 
 
+def _as_written(cls: type[T], written: dict[str, Any], path: YamlPath, /, **converted: Any) -> T:
+    """A section's schema-valid data in; its dataclass out: each field named like a key takes the value as written,
+    a key not written keeps the field's default (declared once, on the dataclass), `converted` gives the rest."""
+    names = {f.name for f in dataclasses.fields(cls)} - {"path"} - converted.keys()
+    return cls(path=path, **{name: written[name] for name in names if name in written}, **converted)
+
+
 def build(data: dict[str, Any], file: Path, text: str) -> Spec:
-    """Schema-valid spec data in, a Spec out (defaults filled here, nowhere else)."""
+    """Schema-valid spec data in, a Spec out (a default is its dataclass field's, or given here where the data is
+    converted)."""
     ev = data.get("evaluation", {})
-    evaluation = EvaluationSpec(
-        path=("evaluation",),
-        metric=ev.get("metric", None if "evaluator" in ev else "L2"),
-        evaluator=ev.get("evaluator"),
-        higher_is_better=ev.get("higher_is_better"),
-        data=_reader(ev["data"], ("evaluation", "data")) if "data" in ev else None,
-        labels=ev.get("labels"),
-        tolerance=ev.get("tolerance"),
-    )
+    evaluation = _as_written(EvaluationSpec, ev, ("evaluation",),
+                             metric=ev.get("metric", None if "evaluator" in ev else "L2"),
+                             data=_reader(ev["data"], ("evaluation", "data")) if "data" in ev else None)
     s = data["search"]
-    search = SearchSpec(
-        path=("search",), n_trials=s["n_trials"], preset=s.get("preset"), space=s.get("space"),
-        override=s.get("override"), sampler=s.get("sampler", "TPE"), seed=s.get("seed", 0),
-        allow_over_200_trials=s.get("allow_over_200_trials", False), two_stage=s.get("two_stage"),
-        engine=s.get("engine", DEFAULT_ENGINE), max_failures=s.get("max_failures"),
-        trial_timeout=s.get("trial_timeout"), calibration_cache=s.get("calibration_cache"), prune=s.get("prune"),
-        workers=s.get("workers", 1),
-        objectives=tuple(s["objectives"]) if "objectives" in s else None,
-        stop=StopSpec(path=("search", "stop"), **s["stop"]) if "stop" in s else None,
-    )
+    search = _as_written(SearchSpec, s, ("search",),
+                         objectives=tuple(s["objectives"]) if "objectives" in s else None,
+                         stop=StopSpec(path=("search", "stop"), **s["stop"]) if "stop" in s else None)
     o = data.get("output", {})
-    output = OutputSpec(
-        path=("output",), dir=o.get("dir", DEFAULT_OUTPUT_DIR), temp_dir=o.get("temp_dir"),
-        plots=o.get("plots", False), study_name=o.get("study_name"), resume=o.get("resume", True),
-        allow_outside_workspace=o.get("allow_outside_workspace", False), keep_models=o.get("keep_models", "all"),
-        mlflow=o.get("mlflow"), launch=_launch(o.get("launch")),
-    )
+    output = _as_written(OutputSpec, o, ("output",), launch=_launch(o.get("launch")))
     k = data.get("keep_float", {})
-    keep_float = KeepFloatSpec(path=("keep_float",), nodes=tuple(k.get("nodes", ())),
-                               op_types=tuple(k.get("op_types", ())),
-                               subgraphs=tuple(tuple(pair) for pair in k.get("subgraphs", ())),
-                               blocks=k.get("blocks", {}), sensitivity=k.get("sensitivity"), search=k.get("search"))
+    keep_float = _as_written(KeepFloatSpec, k, ("keep_float",), nodes=tuple(k.get("nodes", ())),
+                             op_types=tuple(k.get("op_types", ())),
+                             subgraphs=tuple(tuple(pair) for pair in k.get("subgraphs", ())))
     return Spec(file=file, text=text, name=data["name"], model=data["model"],
                 calibration=_reader(data["calibration"], ("calibration",)), evaluation=evaluation,
                 search=search, device=data["device"], output=output, keep_float=keep_float,

@@ -67,17 +67,13 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     rows = _rows(grid_trials, grid_name, main_trials, facts["name"], notes)
     numbers = {(r.study, r.trial.number): r.trial for r in rows}
     complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
-    ranked = sorted(complete, key=lambda r: _value(r.trial), reverse=direction == "maximize")
     failed = [r for r in rows if r.trial.state == TrialState.FAIL and not r.trial.user_attrs.get(ATTR_INTERRUPTED)]
     counts = _trial_counts(rows, complete, failed)
     alive = _liveness(rows, facts)
     notes += _running_notes(counts["running"], alive)
     budget = manifest["budget"]
     best_config_name, saved, best_config_state = _saved_best_config(out_dir, manifest, notes)
-    recommended = recommend(saved, direction, [r.trial for r in complete])
-    if recommended is not None:  # the winner rule ranks the trials, as the search did
-        order = {id(t): k for k, t in enumerate(recommended["ranking"])}
-        ranked = sorted(complete, key=lambda r: order.get(id(r.trial), len(order)))
+    ranked, recommended = _ranked(complete, direction, saved)
     entries = _distinct(ranked)  # each configuration once: a repeat answered from the study is not a runner-up
     best, agrees = _best_of(ranked, saved, numbers, (facts["name"], grid_name if grid else None),
                             best_config_name, out_dir, notes)
@@ -85,11 +81,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     source = main if any(r.study == facts["name"] for r in complete) or grid is None else grid
     found, importance_notes = importances(source, [r.trial for r in complete if r.study == source.study_name])
     notes += importance_notes
-
-    inputs = manifest.get("inputs")
-    evaluation = inputs.get("evaluation") if isinstance(inputs, dict) else None
-    higher_is_better = _higher_is_better(evaluation)
-    float_score = _float_score(higher_is_better, [main, grid], saved)
+    evaluation, higher_is_better, float_score = _scoring(manifest, [main, grid], saved)
     if best is not None:
         best["score"] = _score(best["value"], float_score, higher_is_better)
     report = {
@@ -124,6 +116,26 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "notes": notes,
     }
     return report | {"state": search_state(report)}
+
+
+def _ranked(complete: list[_Row], direction: str, saved: dict[str, Any] | None) -> tuple[list[_Row], Any]:
+    """The complete trials, the study's direction and the saved best_config in; the trials best first (by the winner
+    rule when the search declared one, as the search ranked them; else by value) and that rule's ranking out."""
+    ranked = sorted(complete, key=lambda r: _value(r.trial), reverse=direction == "maximize")
+    recommended = recommend(saved, direction, [r.trial for r in complete])
+    if recommended is not None:
+        order = {id(t): k for k, t in enumerate(recommended["ranking"])}
+        ranked = sorted(complete, key=lambda r: order.get(id(r.trial), len(order)))
+    return ranked, recommended
+
+
+def _scoring(manifest: dict[str, Any], studies: list[Any], saved: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """The manifest, the studies and the saved best_config in; (the manifest's evaluation section, whether a higher
+    value is better, the float model's score or None) out."""
+    inputs = manifest.get("inputs")
+    evaluation = inputs.get("evaluation") if isinstance(inputs, dict) else None
+    higher_is_better = _higher_is_better(evaluation)
+    return evaluation, higher_is_better, _float_score(higher_is_better, studies, saved)
 
 
 def _failures(failed: list[_Row]) -> list[dict[str, Any]]:

@@ -14,6 +14,12 @@ def _note(text: str) -> dict[str, str]:
     return {"note": text}
 
 
+def _as_written(spec_path: str, note: str | None = None) -> dict[str, str]:
+    """A field compile copies from the spec unchanged: its dotted path in compiler.front.model.Spec (a new key of this
+    kind is declared in three places: the spec's schema, the Spec dataclass, this field)."""
+    return {"spec": spec_path} | ({} if note is None else _note(note))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Every value the spec decided, as compile wrote it; paths are relative to the script's folder.
@@ -27,7 +33,7 @@ class Settings:
     engine: str  # a key of contract.ENGINES
     spec_hash: str
     space_hash: str
-    device: str  # cpu | cuda:N | rocm:N, never changed
+    device: str = field(metadata=_as_written("device"))  # cpu | cuda:N | rocm:N, never changed
     torch_device: str  # what torch calls it (rocm:N is cuda:N in a ROCm build)
     model: str
     # the model file and its external data, by name in the model's folder -> sha256
@@ -44,27 +50,27 @@ class Settings:
     labels: dict[str, Any] | None = field(default=None, metadata=_note("top1/top5: each evaluation sample's class "
                                                                         "index"))
     direction: str  # minimize | maximize
-    sampler: str  # a key of contract.SAMPLER_CLASSES, or "Grid"
-    seed: int
+    sampler: str = field(metadata=_as_written("search.sampler"))  # a key of contract.SAMPLER_CLASSES, or "Grid"
+    seed: int = field(metadata=_as_written("search.seed"))
     n_trials: int  # the effective budget: complete sampler trials (Grid: configurations)
     two_stage: bool
     # the grid stage's configurations (Quark's generate_all_configs)
     grid_configs: int = field(metadata=_note("the grid stage (Quark's generate_all_configs)"))
     study_name: str
     study_db: str  # file name in the output folder
-    resume: bool
-    plots: bool
+    resume: bool = field(metadata=_as_written("output.resume"))
+    plots: bool = field(metadata=_as_written("output.plots"))
     temp_dir: str
     max_failures: int = contract.DEFAULT_MAX_FAILURES
     # seconds a trial may run before it is stopped and failed
     trial_timeout: float | None = field(default=None, metadata=_note("seconds; None: no limit"))
-    keep_models: str = "all"  # all | best | top-K
+    keep_models: str = field(default="all", metadata=_as_written("output.keep_models"))  # all | best | top-K
     # engine qas: trials with the same range key restore the ranges of the first (calibration_cache.py)
     calibration_cache: bool = field(default=False, metadata=_note("calibrate once per range key "
                                                                    "(calibration_cache/)"))
     # search.prune: "wilcoxon" (sampler trials scored sample by sample, stopped by Optuna's WilcoxonPruner); None: off
-    prune: str | None = field(default=None, metadata=_note("sampler trials scored sample by sample, stopped when "
-                                                                  "hopeless"))
+    prune: str | None = field(default=None, metadata=_as_written("search.prune", "sampler trials scored sample by "
+                                                                                  "sample, stopped when hopeless"))
     keep_float: dict[str, Any] = field(default_factory=lambda: {"nodes": [], "op_types": [], "subgraphs": []})
     # engine qas, when the spec declares it: {"method": "L2" | "KL" | "cosine", "samples": N, "aggregate": "sum" | "max"
     # | "mean", "blocks": {name: [regex]}, "top": bars in the chart, "base": a nested config, "search": None |
