@@ -18,10 +18,13 @@ BASE = {"activation": "Int8Spec", "activation_params": {"calibration_method": "P
 def test_the_key_leaves_out_only_what_quark_applies_after_the_ranges_exist() -> None:
     key = range_key(MODEL, "data", BASE, [])
     neutral = dict(BASE, weight_params={"symmetric": False}, algorithms="adaround",
-                   adaround_params={"num_iterations": 10})
+                   adaround_params={"num_iterations": 10},
+                   activation_params={"calibration_method": "Percentile", "symmetric": False})
     assert range_key(MODEL, "data", neutral, []) == key
+    assert BASE["activation_params"]["symmetric"] is True  # left as it was
     for changed in (dict(BASE, activation_params={"calibration_method": "MinMax", "symmetric": True}),
-                    dict(BASE, activation_params={"calibration_method": "Percentile", "symmetric": False}),
+                    dict(BASE, activation_params={"calibration_method": "Percentile", "symmetric": True,
+                                                  "scale_type": "PowerOf2"}),
                     dict(BASE, cle_algo="cle"), dict(BASE, weight="Int16Spec")):
         assert range_key(MODEL, "data", changed, []) != key, changed
     assert range_key(MODEL, "data", BASE, ["conv1"]) != key  # pre-processing skips excluded nodes

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from compiler.runtime.calibration_cache import RANGE_NEUTRAL_KEYS
+from compiler.runtime.calibration_cache import range_part as ranged
 
 from .conftest import needs_quark, qas
 from .zoo import build
@@ -43,7 +43,7 @@ def run_search(model: str, preset: str, folder: Path, cache: bool) -> list[dict[
 
 
 def range_part(config: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in config.items() if k not in RANGE_NEUTRAL_KEYS}, sort_keys=True)
+    return json.dumps(ranged(config), sort_keys=True)
 
 
 @pytest.mark.parametrize("model, preset", [("resnet_bn", "A8W8_SEARCH"), ("detector", "XINT8_SEARCH")])
@@ -61,6 +61,10 @@ def test_cached_ranges_give_every_trial_the_value_of_a_fresh_calibration(tmp_pat
     assert len(calibrated) == len(keys) == len(files)
     restored = [t for t in cached if t["steps"]["calibration_cached"]]
     assert all(t["steps"]["calibrate_s"] == 0.0 for t in restored)
+    if preset == "A8W8_SEARCH":  # the activations' symmetry is range-neutral: a restore across it is proven exact here
+        symmetry = {range_part(t["config"]): t["config"]["activation_params"]["symmetric"] for t in calibrated}
+        assert any(t["config"]["activation_params"]["symmetric"] != symmetry[range_part(t["config"])]
+                   for t in restored), "no trial restored ranges across activation symmetry"
     assert all(t["steps"]["calibrate_s"] > 0.0 for t in calibrated)
     for t in cached + fresh:  # fast fine-tuning is timed apart, and only where it ran
         tuned = t["config"].get("algorithms") in ("adaround", "adaquant")
@@ -144,3 +148,42 @@ def test_fine_tuning_never_sees_the_caches_file(tmp_path: Path, monkeypatch) -> 
     assert first["calibration_cached"] is False and second["calibration_cached"] is True
     assert first["finetune_s"] > 0 and second["finetune_s"] > 0
     assert resume_points == []
+
+
+SYMMETRY_CASES = [("Int8Spec", "MinMax"), ("Int8Spec", "Percentile"), ("Int8Spec", "LayerwisePercentile"),
+                  ("Int16Spec", "MinMax"), ("XInt8Spec", "MinMSE")]
+
+
+@pytest.mark.parametrize("family, method", SYMMETRY_CASES)
+def test_ranges_restored_across_activation_symmetry_give_the_freshly_calibrated_model(tmp_path: Path, family: str,
+                                                                                      method: str) -> None:
+    """The activations' symmetry is left out of the range key: ranges calibrated with symmetric true and restored into
+    a symmetric false quantization give exactly the model a fresh symmetric false calibration gives."""
+    import onnx
+    from onnx import numpy_helper
+    from quark.onnx.calibration import CachedDataReader
+
+    from compiler.runtime.calibration_cache import RANGES_SAVED, CalibrationCache
+    from compiler.runtime.quantize import QuarkQuantizer
+    from compiler.runtime.readers import FolderReader, model_input_names
+
+    def config(symmetric: bool) -> dict[str, Any]:
+        return {"activation": family, "activation_params": {"symmetric": symmetric, "calibration_method": method},
+                "weight": "Int8Spec"}
+
+    def initializers(path: Path) -> dict[str, Any]:
+        return {t.name: numpy_helper.to_array(t).tolist() for t in onnx.load(str(path)).graph.initializer}
+
+    zm = build("resnet_bn", tmp_path)
+    reader = CachedDataReader(FolderReader(zm.calib_dir, model_input_names(zm.model), None))
+    RANGES_SAVED.install()
+    shared = QuarkQuantizer(zm.model, reader, [], cache=CalibrationCache(tmp_path / "shared", {"m": "x"}, "d"))
+    fresh = QuarkQuantizer(zm.model, reader, [], cache=CalibrationCache(tmp_path / "fresh", {"m": "x"}, "d"))
+    assert shared.quantize(config(True), tmp_path / "symmetric.onnx", [])["calibration_cached"] is False
+    assert shared.quantize(config(False), tmp_path / "restored.onnx", [])["calibration_cached"] is True
+    assert fresh.quantize(config(False), tmp_path / "fresh.onnx", [])["calibration_cached"] is False
+    assert initializers(tmp_path / "restored.onnx") == initializers(tmp_path / "fresh.onnx")
+    # the symmetry reaches the quantization (zero points differ), except in XInt8's power-of-two family, which
+    # quantizes symmetrically whatever the flag says
+    differs = initializers(tmp_path / "symmetric.onnx") != initializers(tmp_path / "fresh.onnx")
+    assert differs == (family != "XInt8Spec")

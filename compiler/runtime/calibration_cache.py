@@ -6,11 +6,11 @@ Quark skips calibration when extra_options["SaveAndRestore"] names an existing f
 (QUARK-FACTS: 13 s -> 0.3 s per quantization, identical output). The file carries no key, so the cache keeps one file
 per range key in <output>/calibration_cache/: Quark's version, the model's digest, the calibration samples' digest and
 every part of the config that reaches pre-processing or calibration. Left out of the key are only the parts Quark
-applies after the ranges exist: the weights' own settings (weight_params) and fast fine-tuning (algorithms adaround /
-adaquant and their parameters). Exclusions stay in the key, because pre-processing (fusions, CLE) skips excluded
-nodes and so can name other tensors. Each trial works on its own copy of the file, which is hidden from fast
-fine-tuning (RangesSaved). Workers of one machine share the folder; a per-key lock makes the first of them calibrate
-while the others wait for its ranges, then restore.
+applies after the ranges exist: the weights' own settings (weight_params), the activations' symmetry (applied when Q/DQ
+nodes are inserted) and fast fine-tuning (algorithms adaround / adaquant and their parameters). Exclusions stay in the
+key, because pre-processing (fusions, CLE) skips excluded nodes and so can name other tensors. Each trial works on its
+own copy of the file, which is hidden from fast fine-tuning (RangesSaved). Workers of one machine share the folder; a
+per-key lock makes the first of them calibrate while the others wait for its ranges, then restore.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ from .sensitivity_cache import data_hash, exclusive
 FORMAT = 1
 # Config keys Quark applies after calibration: they never change the ranges (see the module docstring).
 RANGE_NEUTRAL_KEYS = ("weight_params", "algorithms", "adaround_params", "adaquant_params")
+# Parameters of a key that Quark applies after calibration too: the activations' QConfig `symmetric` becomes
+# extra_options ActivationSymmetric, read only when Q/DQ nodes are inserted (qdq_quantizer.py); the calibrators read
+# CalibTensorRangeSymmetric, a key of its own that stays in the range key.
+RANGE_NEUTRAL_PARAMS = {"activation_params": ("symmetric",)}
 RANGE_STAGES = ("quark_version", "tensors_range")  # what the cached file keeps of Quark's SaveAndRestore file
 
 
@@ -40,10 +44,20 @@ def samples_digest(reader: Any) -> str:
     return data_hash(samples_of(reader))
 
 
+def range_part(config: dict[str, Any]) -> dict[str, Any]:
+    """A trial's Quark config in; the part the activation ranges depend on out (neutral keys and parameters left
+    out)."""
+    ranged = {k: v for k, v in config.items() if k not in RANGE_NEUTRAL_KEYS}
+    for key, params in RANGE_NEUTRAL_PARAMS.items():
+        if isinstance(ranged.get(key), dict):
+            ranged[key] = {k: v for k, v in ranged[key].items() if k not in params}
+    return ranged
+
+
 def range_key(model_sha256: dict[str, str], samples: str, config: dict[str, Any], exclusions: list[Any],
               quark_version: str = "") -> str:
     """What the activation ranges depend on in; a hex digest out."""
-    ranged = {k: v for k, v in config.items() if k not in RANGE_NEUTRAL_KEYS}
+    ranged = range_part(config)
     value = {"format": FORMAT, "quark": quark_version, "model": model_sha256, "samples": samples, "config": ranged,
              "exclusions": exclusions}
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
