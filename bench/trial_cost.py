@@ -5,9 +5,10 @@ Three parts, each run as a user would (`python -m compiler compile`, the compile
 `qas report --format json` for the recorded steps and cost section):
 
   1. cost     per model (bench/make_models.py's detector, 0.5 M weights, and resnetish, 1.6 M) and calibration
-              method, a calibration-only space (the weights' symmetry and per-channel choice searched, Random sampler,
-              --cost-trials trials): the median trial over the floor F (a float pass over the calibration samples +
-              the median quantized pass over the evaluation samples) and the calibrations run, cache on vs off.
+              method (and Percentile with four values searched), a calibration-only space (the weights' symmetry
+              and per-channel choice searched, Random sampler, --cost-trials trials): the median trial over the
+              floor F (a float pass over the calibration samples + the median quantized pass over the evaluation
+              samples) and the calibrations run (and derived from a kept histogram collection), cache on vs off.
   2. engines  a --engine-trials trial A8W8 calibration search (activation symmetry and method, weight symmetry and
               granularity; TPE, seed 0) on the detector: wall time of engine qas (cache on) over engine autosearchpro
               on the same spec and seed, and both best values.
@@ -41,6 +42,10 @@ from bench.make_models import make  # noqa: E402 - the repo's own bench models, 
 from tests.zoo import build  # noqa: E402
 
 METHODS = ("MinMax", "Percentile", "LayerwisePercentile")
+# the cost part's rows: a calibration method, or Percentile with its value searched too (one histogram collection
+# serves every value: runtime/histogram_cache.py)
+PERCENTILE_VALUES = "Percentile values"
+COST_ROWS = {**{m: (m, None) for m in METHODS}, PERCENTILE_VALUES: ("Percentile", [99.9, 99.99, 99.999, 99.9999])}
 CALIBRATION_SPACE = {  # Int8 activations and weights, no fine-tuning: every trial is a calibration plus a quantization
     "activation": ["Int8Spec"],
     "activation_params": {"symmetric": [True], "calibration_method": ["MinMax"], "only_if": "activation"},
@@ -84,13 +89,15 @@ def run_search(spec: Path) -> tuple[float, dict[str, Any]]:
 def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "resnetish")) -> list[dict[str, Any]]:
     rows = []
     for model in models:
-        for method in METHODS:
-            row: dict[str, Any] = {"model": model, "method": method}
+        for name, (method, percentiles) in COST_ROWS.items():
+            row: dict[str, Any] = {"model": model, "method": name}
             for cache in (False, True):  # off first: the cache cannot help the run after it
-                folder = work / "cost" / f"{model}-{method}-{'on' if cache else 'off'}"
+                folder = work / "cost" / f"{model}-{name.replace(' ', '-')}-{'on' if cache else 'off'}"
                 make(model, folder)
                 space = json.loads(json.dumps(CALIBRATION_SPACE))
                 space["activation_params"]["calibration_method"] = [method]
+                if percentiles is not None:
+                    space["Percentile"] = percentiles
                 spec = write_spec(folder, model, f"models/{model}.onnx", space,
                                   {"sampler": "Random", "n_trials": trials, "calibration_cache": cache})
                 wall, report = run_search(spec)
@@ -98,6 +105,7 @@ def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "r
                 side = "on" if cache else "off"
                 row[f"trial_over_floor_{side}"] = round(cost["trial_median_s"] / cost["floor_s"], 2)
                 row[f"calibrations_{side}"] = cost["calibrations"]
+                row[f"calibrations_derived_{side}"] = cost.get("calibrations_derived", 0)
                 row[f"quantizations_{side}"] = cost["quantizations"]
                 for step in ("calibrate_s", "quantize_s", "evaluate_s"):
                     row[f"{step}_{side}"] = cost["steps"][step]

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.runtime.calibration_cache import CalibrationCache, range_key
+from compiler.runtime.calibration_cache import CalibrationCache, range_identity, range_key, range_part
+from compiler.runtime.histogram_cache import collection_key
 
 MODEL = {"m.onnx": "a" * 64}
 BASE = {"activation": "Int8Spec", "activation_params": {"calibration_method": "Percentile", "symmetric": True},
@@ -28,6 +29,11 @@ def test_the_key_leaves_out_only_what_quark_applies_after_the_ranges_exist() -> 
                     dict(BASE, cle_algo="cle"), dict(BASE, weight="Int16Spec")):
         assert range_key(MODEL, "data", changed, []) != key, changed
     assert range_key(MODEL, "data", BASE, ["conv1"]) != key  # pre-processing skips excluded nodes
+    # LayerwisePercentile's own options change only its ranges
+    assert range_key(MODEL, "data", dict(BASE, PercentileCandidates=[99.0, 99.9]), []) == key
+    layerwise = dict(BASE, activation_params={"calibration_method": "LayerwisePercentile", "symmetric": True})
+    assert (range_key(MODEL, "data", dict(layerwise, PercentileCandidates=[99.0, 99.9]), [])
+            != range_key(MODEL, "data", layerwise, []))
     assert range_key(MODEL, "other data", BASE, []) != key
     assert range_key({"m.onnx": "b" * 64}, "data", BASE, []) != key
     assert range_key(MODEL, "data", BASE, [], "0.14") != range_key(MODEL, "data", BASE, [], "0.13")
@@ -99,3 +105,18 @@ def test_the_keys_lock_is_released_once_quark_has_saved_the_ranges(tmp_path: Pat
     assert cache.quantize(BASE, [], calibrate_then_finetune) is True
     assert seen == {"locks while fine-tuning": [], "cached while fine-tuning": [".json"]}
     assert RANGES_SAVED.callback is None
+
+
+def test_one_histogram_collection_serves_every_percentile_value_and_nothing_else() -> None:
+    identity = range_identity(MODEL, "data", [])
+
+    def key(config: dict[str, Any]) -> str | None:
+        return collection_key(range_part(config), identity)
+
+    assert key(dict(BASE, Percentile=99.9)) == key(dict(BASE, Percentile=99.999)) == key(BASE) is not None
+    assert key(dict(BASE, NumBins=512)) != key(BASE)
+    assert key(dict(BASE, CalibTensorRangeSymmetric=False)) != key(BASE)  # the absolute-value histogram or not
+    assert collection_key(range_part(BASE), range_identity(MODEL, "other data", [])) != key(BASE)
+    for other in ("MinMax", "LayerwisePercentile", "Entropy"):
+        assert key(dict(BASE, activation_params={"calibration_method": other})) is None
+    assert key(dict(BASE, specific_layer_config={"conv1": "Int16Spec"})) is None

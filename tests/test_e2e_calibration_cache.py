@@ -20,17 +20,22 @@ pytestmark = [pytest.mark.e2e, needs_quark]
 # A calibration space beside the weights' settings and fine-tuning, so range keys repeat across trials: the
 # calibration methods of one family, activation symmetry, and what the cache leaves out of the key (weight_params,
 # fine-tuning).
+# A third space searches Percentile's value: one histogram collection serves the three values.
 SPACES = {
     "A8W8_SEARCH": "override: {activation_params: {calibration_method: [MinMax, Percentile]}, "
                    "weight_params: {symmetric: [true, false]}}",
     "XINT8_SEARCH": "",
+    "PERCENTILES": "override: {activation_params: {calibration_method: [Percentile]}, "
+                   "Percentile: [99.9, 99.99, 99.999]}",
 }
+PRESETS = {"PERCENTILES": "A8W8_SEARCH"}  # a space's preset when its name is not one
 
 
-def run_search(model: str, preset: str, folder: Path, cache: bool) -> list[dict[str, Any]]:
+def run_search(model: str, space: str, folder: Path, cache: bool) -> list[dict[str, Any]]:
     """One seeded 6-trial search of a zoo model; its quantized trials (from `qas report --format json`) out."""
     zm = build(model, folder)
-    parts = [SPACES[preset]] + ([] if cache else ["calibration_cache: false"])
+    preset = PRESETS.get(space, space)
+    parts = [SPACES[space]] + ([] if cache else ["calibration_cache: false"])
     extra = "search: {" + ", ".join(p for p in parts if p) + "}\n"
     zm.write_spec(folder, preset=preset, n_trials=6, extra_yaml=extra)
     done = qas("run", "spec.yaml", "--yes", cwd=folder, timeout=900)
@@ -46,11 +51,16 @@ def range_part(config: dict[str, Any]) -> str:
     return json.dumps(ranged(config), sort_keys=True)
 
 
-@pytest.mark.parametrize("model, preset", [("resnet_bn", "A8W8_SEARCH"), ("detector", "XINT8_SEARCH")])
+def collection_part(config: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in ranged(config).items() if k != "Percentile"}, sort_keys=True)
+
+
+@pytest.mark.parametrize("model, space", [("resnet_bn", "A8W8_SEARCH"), ("detector", "XINT8_SEARCH"),
+                                          ("resnet_bn", "PERCENTILES")])
 def test_cached_ranges_give_every_trial_the_value_of_a_fresh_calibration(tmp_path: Path, model: str,
-                                                                          preset: str) -> None:
-    cached = run_search(model, preset, tmp_path / "on", cache=True)
-    fresh = run_search(model, preset, tmp_path / "off", cache=False)
+                                                                          space: str) -> None:
+    cached = run_search(model, space, tmp_path / "on", cache=True)
+    fresh = run_search(model, space, tmp_path / "off", cache=False)
     assert [(t["number"], t["config"]) for t in cached] == [(t["number"], t["config"]) for t in fresh]
     assert [t["value"] for t in cached] == [t["value"] for t in fresh]  # exactly, not approximately
 
@@ -61,11 +71,18 @@ def test_cached_ranges_give_every_trial_the_value_of_a_fresh_calibration(tmp_pat
     assert len(calibrated) == len(keys) == len(files)
     restored = [t for t in cached if t["steps"]["calibration_cached"]]
     assert all(t["steps"]["calibrate_s"] == 0.0 for t in restored)
-    if preset == "A8W8_SEARCH":  # the activations' symmetry is range-neutral: a restore across it is proven exact here
+    if space == "A8W8_SEARCH":  # the activations' symmetry is range-neutral: a restore across it is proven exact here
         symmetry = {range_part(t["config"]): t["config"]["activation_params"]["symmetric"] for t in calibrated}
         assert any(t["config"]["activation_params"]["symmetric"] != symmetry[range_part(t["config"])]
                    for t in restored), "no trial restored ranges across activation symmetry"
     assert all(t["steps"]["calibrate_s"] > 0.0 for t in calibrated)
+    derived = [t for t in calibrated if t["steps"]["calibration_derived"]]
+    by_percentile = [t for t in calibrated if t["config"]["activation_params"]["calibration_method"] == "Percentile"]
+    collections = {collection_part(t["config"]) for t in by_percentile}  # one pass over the samples each
+    assert len(derived) == len(by_percentile) - len(collections)
+    assert len(list((tmp_path / "on/autosearch_output/calibration_cache").glob("*.histograms"))) == len(collections)
+    if space == "PERCENTILES":
+        assert derived, "no trial computed its ranges from a kept collection; the test proves nothing"
     for t in cached + fresh:  # fast fine-tuning is timed apart, and only where it ran
         tuned = t["config"].get("algorithms") in ("adaround", "adaquant")
         assert (t["steps"]["finetune_s"] > 0.0) == tuned, t
@@ -84,7 +101,8 @@ def test_two_workers_on_one_machine_calibrate_each_range_key_once(tmp_path: Path
     keys = {range_part(t["config"]) for t in quantized}
     calibrated = [t for t in quantized if not t["steps"]["calibration_cached"]]
     assert len(calibrated) == len(keys) == report["cost"]["calibrations"]
-    assert len(list((tmp_path / "autosearch_output/calibration_cache").iterdir())) == len(keys)  # no lock left
+    kept = [p for p in (tmp_path / "autosearch_output/calibration_cache").iterdir() if p.suffix != ".histograms"]
+    assert len(kept) == len(keys)  # no lock left
 
 
 def test_the_ranges_are_kept_as_soon_as_quark_saves_them_before_it_quantizes(tmp_path: Path, monkeypatch) -> None:
@@ -187,3 +205,50 @@ def test_ranges_restored_across_activation_symmetry_give_the_freshly_calibrated_
     # quantizes symmetrically whatever the flag says
     differs = initializers(tmp_path / "symmetric.onnx") != initializers(tmp_path / "fresh.onnx")
     assert differs == (family != "XInt8Spec")
+
+
+@pytest.mark.parametrize("model, range_symmetric", [("resnet_bn", False), ("detector", True)])
+def test_percentile_ranges_derived_from_a_kept_collection_equal_a_fresh_calibration(tmp_path: Path, model: str,
+                                                                                    range_symmetric: bool) -> None:
+    """One histogram collection serves every Percentile value: the ranges and the model of a 99.99 quantization
+    computed from the collection a 99.9 quantization kept equal a fresh 99.99 calibration's, exactly (signed
+    histograms, and the absolute-value ones of CalibTensorRangeSymmetric)."""
+    import onnx
+    from onnx import numpy_helper
+    from quark.onnx.calibration import CachedDataReader
+
+    from compiler.runtime.calibration_cache import RANGES_SAVED, CalibrationCache
+    from compiler.runtime.histogram_cache import HISTOGRAMS
+    from compiler.runtime.quantize import QuarkQuantizer
+    from compiler.runtime.readers import FolderReader, model_input_names
+
+    def config(percentile: float) -> dict[str, Any]:
+        return {"activation": "Int8Spec", "activation_params": {"calibration_method": "Percentile"},
+                "weight": "Int8Spec", "Percentile": percentile, "CalibTensorRangeSymmetric": range_symmetric}
+
+    def initializers(path: Path) -> dict[str, Any]:
+        return {t.name: numpy_helper.to_array(t).tolist() for t in onnx.load(str(path)).graph.initializer}
+
+    def ranges(folder: Path) -> list[Any]:
+        return [json.loads(p.read_text())["tensors_range"] for p in sorted(folder.glob("*.json"))]
+
+    zm = build(model, tmp_path)
+    reader = CachedDataReader(FolderReader(zm.calib_dir, model_input_names(zm.model), None))
+    from compiler.runtime.step_clock import CLOCK
+
+    CLOCK.install()
+    RANGES_SAVED.install()
+    HISTOGRAMS.install()
+    shared = CalibrationCache(tmp_path / "shared", {"m": "x"}, "d")
+    fresh = CalibrationCache(tmp_path / "fresh", {"m": "x"}, "d")
+    first = QuarkQuantizer(zm.model, reader, [], cache=shared).quantize(config(99.9), tmp_path / "p999.onnx", [])
+    assert (first["calibration_cached"], first["calibration_derived"]) == (False, False)
+    assert len(list((tmp_path / "shared").glob("*.histograms"))) == 1
+    derived = QuarkQuantizer(zm.model, reader, [], cache=shared).quantize(config(99.99), tmp_path / "derived.onnx", [])
+    assert (derived["calibration_cached"], derived["calibration_derived"]) == (False, True)
+    alone = QuarkQuantizer(zm.model, reader, [], cache=fresh).quantize(config(99.99), tmp_path / "fresh.onnx", [])
+    assert alone["calibration_derived"] is False
+    [fresh_ranges] = ranges(tmp_path / "fresh")
+    assert fresh_ranges in ranges(tmp_path / "shared")  # the derived quantization kept exactly these ranges
+    assert initializers(tmp_path / "derived.onnx") == initializers(tmp_path / "fresh.onnx")
+    assert initializers(tmp_path / "p999.onnx") != initializers(tmp_path / "fresh.onnx")  # the percentile mattered

@@ -199,7 +199,9 @@ def _cost_facts(cost: dict[str, Any]) -> list[tuple[str, str]]:
     steps = ", ".join(f"{name.removesuffix('_s')} {_seconds(value)}" for name, value in cost["steps"].items() if value)
     floor = cost["floor_s"]
     ratio = f"; {cost['trial_median_s'] / floor:.1f}x the floor of {_seconds(floor)}" if floor else ""
+    derived = cost.get("calibrations_derived")
     counts = (f"{cost['quantizations']} quantized, {cost['calibrations']} calibrated"
+              + (f" ({derived} more from a kept histogram collection)" if derived else "")
               + (f", {cost['inferences']} evaluation inferences" if cost["inferences"] is not None else "")
               + (f", {cost['pruned']} pruned ({cost['inferences_saved']} evaluation inferences saved)"
                  if cost["pruned"] else ""))

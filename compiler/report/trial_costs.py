@@ -1,5 +1,7 @@
 """Where a search's time went: the trials (their recorded steps) and the study's floor record in; the report's `cost`
-section out: {floor_s, trial_median_s, calibrations, quantizations, inferences, inferences_saved, pruned, steps}.
+section out: {floor_s, trial_median_s, calibrations, calibrations_derived, quantizations, inferences, inferences_saved,
+pruned, steps}. calibrations are passes over the calibration samples; calibrations_derived the ranges computed from a
+kept histogram collection instead (histogram_cache.py); a restored trial is neither.
 
 floor_s is F = one float pass over the calibration samples + one quantized pass over the evaluation samples (the
 median evaluate_s of the trials scored whole; prune_s, the pruner's bookkeeping, apart): what a trial must cost at
@@ -36,7 +38,8 @@ def cost_section(trials: list[Any], study_attrs: dict[str, Any]) -> dict[str, An
         "floor_s": (round(floor["float_calibration_pass_s"] + evaluate, 4)
                     if "float_calibration_pass_s" in floor else None),
         "trial_median_s": round(statistics.median(per_trial), 4),
-        "calibrations": sum(1 for s in steps if not s.get("calibration_cached", False)),
+        "calibrations": sum(1 for s in steps if not s.get("calibration_cached") and not s.get("calibration_derived")),
+        "calibrations_derived": sum(1 for s in steps if s.get("calibration_derived")),
         "quantizations": len(quantized),
         "inferences": None if eval_samples is None else scored_whole * eval_samples + sum(seen),
         "inferences_saved": None if eval_samples is None else sum(eval_samples - n for n in seen),

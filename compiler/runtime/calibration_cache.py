@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import contract
+from .histogram_cache import HISTOGRAMS, collection_key
 from .readers import samples_of
 from .sensitivity_cache import data_hash, exclusive
 
@@ -36,6 +37,10 @@ RANGE_NEUTRAL_KEYS = ("weight_params", "algorithms", "adaround_params", "adaquan
 # extra_options ActivationSymmetric, read only when Q/DQ nodes are inserted (qdq_quantizer.py); the calibrators read
 # CalibTensorRangeSymmetric, a key of its own that stays in the range key.
 RANGE_NEUTRAL_PARAMS = {"activation_params": ("symmetric",)}
+# Options only Quark's LayerwisePercentile calibrator reads (calibrators.create_calibrator_float_scale): neutral for a
+# config that names no LayerwisePercentile anywhere (the A8W8 preset searches PercentileCandidates beside MinMax).
+LAYERWISE_ONLY_KEYS = ("PercentileCandidates", "LWPMetric", "LWPUseHistogram")
+LAYERWISE_METHOD = "LayerwisePercentile"
 RANGE_STAGES = ("quark_version", "tensors_range")  # what the cached file keeps of Quark's SaveAndRestore file
 
 
@@ -51,25 +56,34 @@ def range_part(config: dict[str, Any]) -> dict[str, Any]:
     for key, params in RANGE_NEUTRAL_PARAMS.items():
         if isinstance(ranged.get(key), dict):
             ranged[key] = {k: v for k, v in ranged[key].items() if k not in params}
+    if LAYERWISE_METHOD not in json.dumps(ranged, default=str):
+        ranged = {k: v for k, v in ranged.items() if k not in LAYERWISE_ONLY_KEYS}
     return ranged
+
+
+def range_identity(model_sha256: dict[str, str], samples: str, exclusions: list[Any], quark_version: str = "") -> (
+        dict[str, Any]):
+    """What the ranges depend on besides the config (the model, the samples, the exclusions, Quark) in; the part of
+    the key that says so out."""
+    return {"format": FORMAT, "quark": quark_version, "model": model_sha256, "samples": samples,
+            "exclusions": exclusions}
 
 
 def range_key(model_sha256: dict[str, str], samples: str, config: dict[str, Any], exclusions: list[Any],
               quark_version: str = "") -> str:
     """What the activation ranges depend on in; a hex digest out."""
-    ranged = range_part(config)
-    value = {"format": FORMAT, "quark": quark_version, "model": model_sha256, "samples": samples, "config": ranged,
-             "exclusions": exclusions}
+    value = {"config": range_part(config), **range_identity(model_sha256, samples, exclusions, quark_version)}
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class CalibrationCache:
-    """One output folder's range files: `use(config, exclusions)` gives the SaveAndRestore path for one quantization
-    and `keep(...)` stores what Quark calibrated into it."""
+    """One output folder's range files: `quantize(config, exclusions, run)` runs one Quark quantization with the
+    key's ranges restored, or calibrating (from a kept histogram collection where one serves) and keeping them."""
 
     def __init__(self, folder: Path, model_sha256: dict[str, str], samples: str, quark_version: str = "") -> None:
         self.folder, self.model_sha256, self.samples = folder, model_sha256, samples
         self.quark_version = quark_version  # another Quark may calibrate differently: its ranges are another key
+        self.derived = False  # the last quantization calibrated from a kept histogram collection (no samples read)
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.json"
@@ -78,6 +92,7 @@ class CalibrationCache:
         """Run `run(save_and_restore_path or None)` (one Quark quantization) with this key's ranges restored when they
         are cached, else calibrating under the key's lock (released as soon as Quark has saved the ranges, so another
         worker waits for a calibration, never for a fine-tuning) and keeping them; True when calibration ran."""
+        self.derived = False
         if config.get("CalibPassthroughOpTypes") or config.get("SaveAndRestore") or config.get("TensorsRangeFile"):
             # Quark drops pass-through op types from quantization only when it calibrates: a restore would quantize
             # them; a space that names its own ranges file keeps it
@@ -105,11 +120,19 @@ class CalibrationCache:
                     self._keep(trial_file, cached)
                     held.close()
 
-                with RANGES_SAVED.watching(trial_file, saved):
+                collection = self._collection(config, exclusions)
+                with RANGES_SAVED.watching(trial_file, saved), HISTOGRAMS.watching(collection):
                     run(trial_file)
+                    self.derived = HISTOGRAMS.reused
                 if not cached.is_file() and not self._keep(trial_file, cached):
                     rangeless.touch()
         return True
+
+    def _collection(self, config: dict[str, Any], exclusions: list[Any]) -> Path | None:
+        """The file of the histogram collection this config's ranges are computed from, or None when none serves."""
+        key = collection_key(range_part(config), range_identity(self.model_sha256, self.samples, exclusions,
+                                                                self.quark_version))
+        return None if key is None else self.folder / f"{key}.histograms"
 
     @staticmethod
     def _run_on_copy(cached: Path, run: Any) -> None:

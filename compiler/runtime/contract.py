@@ -90,7 +90,8 @@ ATTR_SIZE = "size_bytes"  # with the size objective: the model file plus its ext
 # (quantized_share.py)
 ATTR_QUANTIZED = "quantized_nodes"
 # where a quantized trial's time went, seconds: {"calibrate_s", "quantize_s", "finetune_s", "evaluate_s", "latency_s",
-# "calibration_cached": bool (engine qas with search.calibration_cache: the ranges were restored, not calibrated)}
+# "calibration_cached": bool (engine qas with search.calibration_cache: the ranges were restored, not calibrated),
+# "calibration_derived": bool (calibrated from a kept histogram collection, no pass over the samples)}
 ATTR_STEPS = "steps"
 ATTR_SAMPLES_SEEN = "samples_seen"  # a PRUNED trial (search.prune): the evaluation samples it was scored on
 # sampler trials of the budget: complete, or stopped by search.prune (Optuna's n_trials counts pruned trials too)

@@ -114,6 +114,7 @@ class QuarkQuantizer:
                 run(None)
             else:
                 steps["calibration_cached"] = not self.cache.quantize(config, exclusions, run)
+                steps["calibration_derived"] = self.cache.derived
         return steps
 
 
@@ -126,6 +127,7 @@ def quark_in_child(settings: Any) -> Any:
     from quark.onnx.calibration import CachedDataReader
 
     from .calibration_cache import RANGES_SAVED, CalibrationCache, cache_folder, samples_digest
+    from .histogram_cache import HISTOGRAMS
     from .preprocess_cache import PREPROCESS
     from .readers import make_reader, model_input_names
     from .step_clock import CLOCK
@@ -136,6 +138,7 @@ def quark_in_child(settings: Any) -> Any:
              if settings.calibration_cache else None)
     CLOCK.install()
     RANGES_SAVED.install()
+    HISTOGRAMS.install()
     PREPROCESS.enabled = bool(settings.calibration_cache)  # the same switch: calibration ranges and pre-processing
     PREPROCESS.install()
     return QuarkQuantizer(settings.model_path, reader, [], cache=cache).quantize

@@ -1,0 +1,103 @@
+"""One histogram collection for every Percentile value: a calibration's collection key in; Quark's Percentile calibrator
+given the histograms an earlier calibration collected (no pass over the samples), or its own collection kept for the
+next, out.
+
+Quark's PercentileCalibrater collects one histogram per tensor (OverridedHistogramCollector.histogram_dict), then
+computes the ranges from it for its `percentile` (compute_percentile, which reads the histograms and changes nothing).
+The histograms depend on everything in the range key except that value, so ranges for another percentile computed
+from a kept collection are exactly a fresh calibration's (QUARK-FACTS; tests/test_e2e_calibration_cache.py proves it
+on the real Quark). Only the plain Percentile method is served: LayerwisePercentile reads the raw outputs, Entropy
+and Distribution use other bins, and MinMax is its own, cheap pass.
+
+The collection is kept as a pickle of that dict in the calibration cache's folder. The folder is the output folder's,
+which also holds the script that runs: loading it trusts nothing the search did not already trust. Two workers that
+need one collection at the same time each collect it (the file is replaced atomically, the same bytes either way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+DERIVED_METHODS = ("Percentile",)  # activation calibration methods whose ranges a kept collection gives
+VALUE_KEYS = ("Percentile",)  # config keys (Quark extra options) applied to a collection, not part of it
+
+
+def collection_key(range_part: dict[str, Any], range_identity: dict[str, Any]) -> str | None:
+    """A trial's range-relevant config and what else its range key hashes (model, samples, exclusions, Quark) in;
+    the key of the histogram collection its ranges are computed from out, or None when its method has none."""
+    method = (range_part.get("activation_params") or {}).get("calibration_method")
+    if method not in DERIVED_METHODS or range_part.get("specific_layer_config") or range_part.get("layer_type_config"):
+        return None  # a per-layer config may calibrate some tensors otherwise: not served
+    collected = {k: v for k, v in range_part.items() if k not in VALUE_KEYS}
+    value = {"collection": collected, **range_identity}
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class HistogramCollections:
+    """Wraps Quark's PercentileCalibrater.collect_data (install(), once per process) so that, while `watching(path)`,
+    it loads the histograms kept at path instead of collecting them, or keeps what it collected there."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.reused = False  # the watched calibration computed its ranges from a kept collection
+        self.installed = False
+
+    def install(self) -> None:
+        from quark.onnx.calibration import calibrators
+
+        if self.installed:
+            return
+        percentile = calibrators.PercentileCalibrater
+        collect = percentile.collect_data
+
+        def collect_or_reuse(calibrator: Any, data_reader: Any, *args: Any, **kwargs: Any) -> Any:
+            # LayerwisePercentile (a subclass) calls this through super() with raw outputs kept: never served
+            if self.path is None or type(calibrator) is not percentile or args or kwargs:
+                return collect(calibrator, data_reader, *args, **kwargs)
+            if self.path.is_file():
+                self._reuse(calibrator)
+                return None
+            result = collect(calibrator, data_reader)
+            self._keep(calibrator.collector.histogram_dict)
+            return result
+
+        percentile.collect_data = collect_or_reuse
+        self.installed = True
+
+    def _reuse(self, calibrator: Any) -> None:
+        """The calibrator's collector built as its own collection would build it, given the kept histograms."""
+        from quark.onnx.calibration.collectors import OverridedHistogramCollector
+
+        collector = OverridedHistogramCollector(
+            method=calibrator.method, symmetric=calibrator.symmetric, num_bins=calibrator.num_bins,
+            num_quantized_bins=calibrator.num_quantized_bins, percentile=calibrator.percentile,
+            scenario=calibrator.scenario, optimize_mem=calibrator.optimize_mem, worker_num=calibrator.worker_num)
+        with open(self.path, "rb") as kept:
+            collector.histogram_dict = pickle.load(kept)
+        calibrator.collector = collector
+        self.reused = True
+
+    def _keep(self, histograms: dict[str, Any]) -> None:
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        with open(partial, "wb") as out:
+            pickle.dump(histograms, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(partial, self.path)
+
+    @contextlib.contextmanager
+    def watching(self, path: Path | None) -> Iterator[None]:
+        """Within the block, a plain Percentile calibration reuses or keeps the collection at path (None: none)."""
+        self.path, self.reused = path, False
+        try:
+            yield
+        finally:
+            self.path = None
+
+
+HISTOGRAMS = HistogramCollections()  # the process's one watch: Quark's method is wrapped once
