@@ -248,15 +248,7 @@ class Search:
             if stopping.requested():  # the stop signal, turned into another error by the library it landed in
                 self.interrupted(study, trial, stage, model)
                 raise KeyboardInterrupt from error
-            if self.taken_back(trial, stage, model):  # e.g. its attributes could not be set: it is finished
-                return
-            trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}{getattr(error, 'details', '')}")
-            study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
-            self.tracker.told(self.storage, trial, stage)
-            model.unlink(missing_ok=True)
-            warn(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "
-                 f"{self.failures()} of {self.settings.max_failures} failures allowed")
-            self.top_up()  # a failed sampler trial's slot is queued again (while failures are allowed)
+            self.failed(study, trial, stage, model, error)
             return
         if self.taken_back(trial, stage, model):
             return
@@ -271,6 +263,19 @@ class Search:
         best = self.ranked(top=1)[0]
         say(f"qas: {stage} trial {trial.number}: {self.shown(values)} (recommended: trial {best.number}, "
             f"{self.shown(best.values)})")
+
+    def failed(self, study: Any, trial: Any, stage: str, model: Path, error: Exception) -> None:
+        """A trial whose quantization or scoring raised: told FAIL with the error, its model removed, its sampler slot
+        queued again while failures are allowed."""
+        if self.taken_back(trial, stage, model):  # e.g. its attributes could not be set: it is finished
+            return
+        trial.set_user_attr(contract.ATTR_ERROR, f"{type(error).__name__}: {error}{getattr(error, 'details', '')}")
+        study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+        self.tracker.told(self.storage, trial, stage)
+        model.unlink(missing_ok=True)
+        warn(f"qas: {stage} trial {trial.number} failed ({type(error).__name__}: {error}); "
+             f"{self.failures()} of {self.settings.max_failures} failures allowed")
+        self.top_up()
 
     def pruned(self, study: Any, trial: Any, stage: str, model: Path, steps: dict[str, Any], watch: Any,
                why: BaseException) -> None:
