@@ -540,3 +540,24 @@ def test_accuracy_control_steps_to_its_answer_stops_and_gives_up_a_slot_claimed_
     given_up = study.get_trials(deepcopy=False)[trial.number]
     assert given_up.state.name == "FAIL" and "answer is proven" in given_up.user_attrs[contract.ATTR_ERROR]
     assert len(quantized) == len(done)
+
+
+def test_two_workers_choosing_one_accuracy_control_step_quantize_it_once(tmp_path: Path) -> None:
+    """The step is chosen and claimed under the slot lock: the second worker to choose the step the first is running
+    leaves its trial unclaimed, so it waits for that result (scored()) instead of quantizing the step again (seen under
+    load before the lock: a nine-step answer where one worker took eight)."""
+    space = {"activation": ["Int8Spec"], "activation_params": {"symmetric": [True], "only_if": "activation"}}
+    s = settings(tmp_path, two_stage=False, grid_configs=0, n_trials=20, search_space=space,
+                 tolerance={"value": 0.05, "relative": False}, sensitivity={"search": {"strategy": "accuracy_control"}})
+    first, second = Search(s, worker_index=0), Search(s, worker_index=1, joining=True)
+    for worker in (first, second):
+        worker.ranking_groups, worker.ranking_sizes = 8, [1] * 8
+    claims = [worker.slots.claim(worker.worker) for worker in (first, second)]
+    configs = [{"activation": "Int8Spec"}, {"activation": "Int8Spec"}]
+    assert first.accuracy_step(claims[0][0], claims[0][1], configs[0])
+    assert second.accuracy_step(claims[1][0], claims[1][1], configs[1])
+    assert configs[0] == configs[1] == {"activation": "Int8Spec", "keep_float": {"groups": []}}  # the same step
+    trials = {t.number: t for t in first.sampler_study.get_trials(deepcopy=False)}
+    assert trials[claims[0][1].number].user_attrs[contract.ATTR_CONFIG] == configs[0]  # the first runs it
+    assert contract.ATTR_CONFIG not in trials[claims[1][1].number].user_attrs  # the second does not claim it
+    assert first.taken(configs[0], claims[1][1].number) and not first.taken(configs[0], claims[0][1].number)

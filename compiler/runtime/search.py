@@ -412,11 +412,8 @@ class Search:
             fail("a sampler slot was queued before the grid stage's winner was pinned")
         config = suggest_config(trial, space)
         if self.settings.accuracy_control:  # the next step of the strategy, from the steps scored so far
-            step = self.accuracy_step(study, trial)
-            if step is None:
+            if not self.accuracy_step(study, trial, config):
                 return
-            config["keep_float"] = {"groups": list(step.groups)}
-            trial.set_user_attr(STEP_ATTR, {"phase": step.phase, "groups": list(step.groups)})
         elif self.settings.keep_float_search:  # one more parameter: how much of the sensitivity ranking stays float
             config["keep_float"] = suggest_keep_float(trial, self.settings.keep_float_search, self.ranking_groups)
         previous = self.scored(config)
@@ -433,16 +430,34 @@ class Search:
         self.tracker.told(self.storage, trial, stage)
         say(f"qas: sampler trial {trial.number} repeats trial {source}: answered from the study")
 
-    def accuracy_step(self, study: Any, trial: Any) -> Any:
-        """strategy accuracy_control: the next step for this claimed slot (accuracy_control.py), or None once the
-        answer is proven: then the stop record is written (once, for every worker) and the slot given up."""
-        tested = scored_steps(self.complete(self.sampler_study), contract.ATTR_WITHIN_TOLERANCE, contract.ATTR_CONFIG)
-        found = next_step(self.ranking_sizes, tested)
-        if isinstance(found, Step):
-            return found
+    def accuracy_step(self, study: Any, trial: Any, config: dict[str, Any]) -> bool:
+        """strategy accuracy_control: this claimed slot's config given the next step's keep_float (accuracy_control.py)
+        and True; or False once the answer is proven: then the stop record is written (once, for every worker) and
+        the slot given up.
+
+        The step is chosen and claimed under the slot lock: a worker that chooses the same step while another runs it
+        finds that trial (scored() waits for its result) instead of quantizing the step a second time."""
+        with self.slots.lock():
+            tested = scored_steps(self.complete(self.sampler_study), contract.ATTR_WITHIN_TOLERANCE,
+                                  contract.ATTR_CONFIG)
+            found = next_step(self.ranking_sizes, tested)
+            if isinstance(found, Step):
+                config["keep_float"] = {"groups": list(found.groups)}
+                trial.set_user_attr(STEP_ATTR, {"phase": found.phase, "groups": list(found.groups)})
+                if not self.taken(config, trial.number):  # the first to choose it runs it; the others wait
+                    trial.set_user_attr(contract.ATTR_CONFIG, config)
+                return True
         self.record_answer(found, len(tested))
         self.slots.give_up(study, trial, "not needed: accuracy_control's answer is proven")
-        return None
+        return False
+
+    def taken(self, config: dict[str, Any], number: int) -> bool:
+        """A sampler trial other than `number` with this configuration is running or complete."""
+        key = config_key(config)
+        return any(t.number != number and t.state.name in ("RUNNING", "COMPLETE")
+                   and t.user_attrs.get(contract.ATTR_CONFIG) is not None
+                   and config_key(t.user_attrs[contract.ATTR_CONFIG]) == key
+                   for t in self.sampler_study.get_trials(deepcopy=False))
 
     def answer_proven(self) -> bool:
         """strategy accuracy_control, before a slot is claimed: True (the stop record written) once the steps scored
