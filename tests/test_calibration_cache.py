@@ -18,7 +18,8 @@ BASE = {"activation": "Int8Spec", "activation_params": {"calibration_method": "P
 
 def test_the_key_leaves_out_only_what_quark_applies_after_the_ranges_exist() -> None:
     key = range_key(MODEL, "data", BASE, [])
-    neutral = dict(BASE, weight_params={"symmetric": False}, algorithms="adaround",
+    neutral = dict(BASE, weight_params={"symmetric": False, "quant_granularity": "Channel",
+                                        "calibration_method": "MinMSE"}, algorithms="adaround",
                    adaround_params={"num_iterations": 10},
                    activation_params={"calibration_method": "Percentile", "symmetric": False})
     assert range_key(MODEL, "data", neutral, []) == key
@@ -26,7 +27,10 @@ def test_the_key_leaves_out_only_what_quark_applies_after_the_ranges_exist() -> 
     for changed in (dict(BASE, activation_params={"calibration_method": "MinMax", "symmetric": True}),
                     dict(BASE, activation_params={"calibration_method": "Percentile", "symmetric": True,
                                                   "scale_type": "PowerOf2"}),
-                    dict(BASE, cle_algo="cle"), dict(BASE, weight="Int16Spec")):
+                    dict(BASE, cle_algo="cle"), dict(BASE, weight="Int16Spec"),
+                    # the quant format and NPU pre-processing follow the weights' data and scale types
+                    dict(BASE, weight_params={"symmetric": True, "data_type": "Int16"}),
+                    dict(BASE, weight_params={"symmetric": True, "scale_type": "PowerOf2"})):
         assert range_key(MODEL, "data", changed, []) != key, changed
     assert range_key(MODEL, "data", BASE, ["conv1"]) != key  # pre-processing skips excluded nodes
     # LayerwisePercentile's own options change only its ranges

@@ -252,3 +252,12 @@ def test_percentile_ranges_derived_from_a_kept_collection_equal_a_fresh_calibrat
     assert fresh_ranges in ranges(tmp_path / "shared")  # the derived quantization kept exactly these ranges
     assert initializers(tmp_path / "derived.onnx") == initializers(tmp_path / "fresh.onnx")
     assert initializers(tmp_path / "p999.onnx") != initializers(tmp_path / "fresh.onnx")  # the percentile mattered
+
+    # a torn collection is collected again, never answered by Quark's MinMax fallback
+    [kept] = (tmp_path / "shared").glob("*.histograms")
+    kept.write_bytes(kept.read_bytes()[:100])
+    torn = QuarkQuantizer(zm.model, reader, [], cache=shared).quantize(config(99.999), tmp_path / "torn.onnx", [])
+    assert torn["calibration_derived"] is False and len(kept.read_bytes()) > 100
+    fresh_again = QuarkQuantizer(zm.model, reader, [], cache=CalibrationCache(tmp_path / "fresh2", {"m": "x"}, "d"))
+    fresh_again.quantize(config(99.999), tmp_path / "fresh_999.onnx", [])
+    assert initializers(tmp_path / "torn.onnx") == initializers(tmp_path / "fresh_999.onnx")

@@ -6,11 +6,12 @@ Quark skips calibration when extra_options["SaveAndRestore"] names an existing f
 (QUARK-FACTS: 13 s -> 0.3 s per quantization, identical output). The file carries no key, so the cache keeps one file
 per range key in <output>/calibration_cache/: Quark's version, the model's digest, the calibration samples' digest and
 every part of the config that reaches pre-processing or calibration. Left out of the key are only the parts Quark
-applies after the ranges exist: the weights' own settings (weight_params), the activations' symmetry (applied when Q/DQ
-nodes are inserted) and fast fine-tuning (algorithms adaround / adaquant and their parameters). Exclusions stay in the
-key, because pre-processing (fusions, CLE) skips excluded nodes and so can name other tensors. Each trial works on its
-own copy of the file, which is hidden from fast fine-tuning (RangesSaved). Workers of one machine share the folder; a
-per-key lock makes the first of them calibrate while the others wait for its ranges, then restore.
+applies after the ranges exist: the weights' symmetry, granularity and calibration method, the activations' symmetry
+(applied when Q/DQ nodes are inserted) and fast fine-tuning (algorithms adaround / adaquant and their parameters).
+Exclusions stay in the key, because pre-processing (fusions, CLE) skips excluded nodes and so can name other tensors.
+Each trial works on its own copy of the file, which is hidden from fast fine-tuning (RangesSaved). Workers of one
+machine share the folder; a per-key lock makes the first of them calibrate while the others wait for its ranges, then
+restore.
 """
 
 from __future__ import annotations
@@ -32,11 +33,15 @@ from .sensitivity_cache import data_hash, exclusive
 
 FORMAT = 1
 # Config keys Quark applies after calibration: they never change the ranges (see the module docstring).
-RANGE_NEUTRAL_KEYS = ("weight_params", "algorithms", "adaround_params", "adaquant_params")
+RANGE_NEUTRAL_KEYS = ("algorithms", "adaround_params", "adaquant_params")
 # Parameters of a key that Quark applies after calibration too: the activations' QConfig `symmetric` becomes
 # extra_options ActivationSymmetric, read only when Q/DQ nodes are inserted (qdq_quantizer.py); the calibrators read
 # CalibTensorRangeSymmetric, a key of its own that stays in the range key.
-RANGE_NEUTRAL_PARAMS = {"activation_params": ("symmetric",)}
+# The weights' symmetry, granularity and calibration method are applied to the weights alone; their data_type and
+# scale_type stay in the key: they choose the quant format and, with power-of-two activations, EnableNPUCnn, which
+# change the pre-processing and the tensors calibrated (config/maps.py).
+RANGE_NEUTRAL_PARAMS = {"activation_params": ("symmetric",),
+                        "weight_params": ("symmetric", "quant_granularity", "calibration_method")}
 # Options only Quark's LayerwisePercentile calibrator reads (calibrators.create_calibrator_float_scale): neutral for a
 # config that names no LayerwisePercentile anywhere (the A8W8 preset searches PercentileCandidates beside MinMax).
 LAYERWISE_ONLY_KEYS = ("PercentileCandidates", "LWPMetric", "LWPUseHistogram")

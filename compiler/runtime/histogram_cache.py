@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .console import warn
+
 DERIVED_METHODS = ("Percentile",)  # activation calibration methods whose ranges a kept collection gives
 VALUE_KEYS = ("Percentile",)  # config keys (Quark extra options) applied to a collection, not part of it
 
@@ -35,8 +37,11 @@ def collection_key(range_part: dict[str, Any], range_identity: dict[str, Any]) -
     method = (range_part.get("activation_params") or {}).get("calibration_method")
     if method not in DERIVED_METHODS or range_part.get("specific_layer_config") or range_part.get("layer_type_config"):
         return None  # a per-layer config may calibrate some tensors otherwise: not served
+    import numpy
+
     collected = {k: v for k, v in range_part.items() if k not in VALUE_KEYS}
-    value = {"collection": collected, **range_identity}
+    # the pickled histograms are numpy arrays: another numpy may not read them, so it is another collection
+    value = {"collection": collected, "numpy": numpy.__version__, **range_identity}
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -61,8 +66,7 @@ class HistogramCollections:
             # LayerwisePercentile (a subclass) calls this through super() with raw outputs kept: never served
             if self.path is None or type(calibrator) is not percentile or args or kwargs:
                 return collect(calibrator, data_reader, *args, **kwargs)
-            if self.path.is_file():
-                self._reuse(calibrator)
+            if self.path.is_file() and self._reuse(calibrator):
                 return None
             result = collect(calibrator, data_reader)
             self._keep(calibrator.collector.histogram_dict)
@@ -71,24 +75,46 @@ class HistogramCollections:
         percentile.collect_data = collect_or_reuse
         self.installed = True
 
-    def _reuse(self, calibrator: Any) -> None:
-        """The calibrator's collector built as its own collection would build it, given the kept histograms."""
+    def _reuse(self, calibrator: Any) -> bool:
+        """The calibrator's collector built as its own collection would build it, given the kept histograms; False
+        (the file removed, so the caller collects afresh) when they cannot be read. Nothing may escape into Quark:
+        its run_calibration answers any error by calibrating with MinMax instead, ranges the cache would then keep
+        under a Percentile key."""
         from quark.onnx.calibration.collectors import OverridedHistogramCollector
 
+        try:
+            with open(self.path, "rb") as kept:
+                histograms = pickle.load(kept)
+            if not isinstance(histograms, dict) or not histograms:
+                raise ValueError("not a histogram collection")
+        except Exception as error:  # noqa: BLE001 - a torn or foreign file (any unpickling error): collect again
+            warn(f"qas: the kept histogram collection {self.path.name} could not be read ({type(error).__name__}: "
+                 f"{error}); collecting it again")
+            self.path.unlink(missing_ok=True)
+            return False
         collector = OverridedHistogramCollector(
             method=calibrator.method, symmetric=calibrator.symmetric, num_bins=calibrator.num_bins,
             num_quantized_bins=calibrator.num_quantized_bins, percentile=calibrator.percentile,
             scenario=calibrator.scenario, optimize_mem=calibrator.optimize_mem, worker_num=calibrator.worker_num)
-        with open(self.path, "rb") as kept:
-            collector.histogram_dict = pickle.load(kept)
+        collector.histogram_dict = histograms
         calibrator.collector = collector
         self.reused = True
+        return True
 
     def _keep(self, histograms: dict[str, Any]) -> None:
+        """The collection written atomically at the watched path; best effort: a failure (a full disk) costs the next
+        Percentile value a collection of its own, never this calibration."""
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
-        with open(partial, "wb") as out:
-            pickle.dump(histograms, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(partial, self.path)
+        try:
+            with open(partial, "wb") as out:
+                pickle.dump(histograms, out, protocol=pickle.HIGHEST_PROTOCOL)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(partial, self.path)
+        except Exception as error:  # noqa: BLE001 - nothing may escape into Quark (see _reuse)
+            warn(f"qas: the histogram collection could not be kept ({type(error).__name__}: {error})")
+        finally:
+            partial.unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def watching(self, path: Path | None) -> Iterator[None]:
