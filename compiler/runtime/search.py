@@ -438,9 +438,7 @@ class Search:
         The step is chosen and claimed under the slot lock: a worker that chooses the same step while another runs it
         finds that trial (scored() waits for its result) instead of quantizing the step a second time."""
         with self.slots.lock():
-            tested = scored_steps(self.complete(self.sampler_study), contract.ATTR_WITHIN_TOLERANCE,
-                                  contract.ATTR_CONFIG)
-            found = next_step(self.ranking_sizes, tested)
+            found, tested = self.next_accuracy_step()
             if isinstance(found, Step):
                 config["keep_float"] = {"groups": list(found.groups)}
                 trial.set_user_attr(STEP_ATTR, {"phase": found.phase, "groups": list(found.groups)})
@@ -451,21 +449,28 @@ class Search:
         self.slots.give_up(study, trial, "not needed: accuracy_control's answer is proven")
         return False
 
+    def next_accuracy_step(self) -> tuple[Any, dict[tuple[int, ...], bool]]:
+        """strategy accuracy_control: (the next Step or the proven Answer, the steps scored so far) from the study."""
+        tested = scored_steps(self.complete(self.sampler_study), contract.ATTR_WITHIN_TOLERANCE, contract.ATTR_CONFIG)
+        return next_step(self.ranking_sizes, tested), tested
+
     def taken(self, config: dict[str, Any], number: int) -> bool:
         """A sampler trial other than `number` with this configuration is running or complete."""
+        return any(t.number != number and t.state.name in ("RUNNING", "COMPLETE") for t in self.with_config(config))
+
+    def with_config(self, config: dict[str, Any]) -> list[Any]:
+        """The sampler trials recorded with this configuration (any state)."""
         key = config_key(config)
-        return any(t.number != number and t.state.name in ("RUNNING", "COMPLETE")
-                   and t.user_attrs.get(contract.ATTR_CONFIG) is not None
-                   and config_key(t.user_attrs[contract.ATTR_CONFIG]) == key
-                   for t in self.sampler_study.get_trials(deepcopy=False))
+        return [t for t in self.sampler_study.get_trials(deepcopy=False)
+                if t.user_attrs.get(contract.ATTR_CONFIG) is not None
+                and config_key(t.user_attrs[contract.ATTR_CONFIG]) == key]
 
     def answer_proven(self) -> bool:
         """strategy accuracy_control, before a slot is claimed: True (the stop record written) once the steps scored
         so far prove the answer."""
         if not self.settings.accuracy_control or self.quantize is None:
             return False
-        tested = scored_steps(self.complete(self.sampler_study), contract.ATTR_WITHIN_TOLERANCE, contract.ATTR_CONFIG)
-        found = next_step(self.ranking_sizes, tested)
+        found, tested = self.next_accuracy_step()
         if isinstance(found, Step):
             return False
         self.record_answer(found, len(tested))
@@ -483,11 +488,8 @@ class Search:
 
     def scored(self, config: dict[str, Any]) -> Any:
         """The complete sampler trial with this configuration, waiting for another worker running it; else None."""
-        key = config_key(config)
         while True:
-            trials = [t for t in self.sampler_study.get_trials(deepcopy=False)
-                      if t.user_attrs.get(contract.ATTR_CONFIG) is not None
-                      and config_key(t.user_attrs[contract.ATTR_CONFIG]) == key]
+            trials = self.with_config(config)
             done = [t for t in trials if t.state.name == "COMPLETE"]
             if done:
                 return done[0]
