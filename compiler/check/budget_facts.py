@@ -60,7 +60,7 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, 
 def output_dump_bytes(spec: Spec) -> tuple[int, bool]:
     """Bytes of Quark's built-in-metric output dumps, and whether that is only a lower bound.
 
-    Quark saves every evaluation sample's outputs of the float model as .npy in temp_dir, and the
+    Quark saves every evaluation sample's outputs of the float model as .npy in its scratch folder, and the
     same for each quantized model while it is scored (removed after). A custom evaluator dumps
     nothing, nor does an engine that keeps outputs in memory.
     """

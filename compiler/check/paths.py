@@ -6,8 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-OUTPUT_HINT = "choose another output.dir, or move what is in the way"
-TEMP_HINT = "choose another output.temp_dir, or move what is in the way"
+
+def folder_hint(key: str) -> str:
+    """An output section key naming a folder in; the hint of an error saying it cannot be written out."""
+    return f"choose another output.{key}, or move what is in the way"
+
+
+OUTPUT_HINT = folder_hint("dir")
 
 
 def folder_problem(folder: Path, subfolders: tuple[str, ...] = (), base: Path | None = None) -> str | None:

@@ -384,32 +384,43 @@ def run_command(
     assert result.out_dir is not None and result.plan is not None
     settings = result.plan.settings
     _refuse_to_start(settings, result.out_dir, workers)
-    if spec is not None:
-        _require_up_to_date(result, target, spec)
-    else:
-        refused = refuse_overwrites(result.files, result.out_dir, force)
-        refused += [] if refused else write_atomically(result.files, result.out_dir)
-        if refused:
-            _report(result, Format.text, refused)
-            raise typer.Exit(EXIT_SPEC)
+    _up_to_date_outputs(result, target, spec, force)
     if workers is not None:  # the plan shown is this run's: --workers replaces the spec's search.workers
         result.plan = dataclasses.replace(result.plan, settings=dataclasses.replace(settings, workers=workers))
     _report(result, Format.text)
     measured = measured_estimate(result.out_dir, result.plan.settings.workers)
     if measured is not None:  # a resume: the study's own steps say more than the plan's model
         typer.echo(measured)
-    script = _display_name(result.out_dir / result.plan.script)
     if not yes:
-        try:
-            go = typer.confirm(f"run {script} with {interpreter}?", default=False, err=True)
-        except typer.Abort:  # no answer (stdin closed): not a yes
-            go = False
-        if not go:
-            typer.echo("qas: not run (pass --yes to run without asking)", err=True)
-            raise typer.Exit(EXIT_SPEC)
+        _confirm(_display_name(result.out_dir / result.plan.script), interpreter)
     outcome = run_search(result.out_dir, interpreter, Console(stderr=True), verbose, workers)
     _report_run(result.out_dir, outcome, interpreter)
     raise typer.Exit(shell_exit_code(outcome.exit_code))
+
+
+def _up_to_date_outputs(result: Result, target: Path, spec: Path | None, force: bool) -> None:
+    """A compiled run target in; raises typer.Exit unless its outputs are the compiled ones: a manifest's folder must
+    match its spec, a spec's outputs are written (refused over files qas did not write, unless forced)."""
+    assert result.out_dir is not None
+    if spec is not None:
+        _require_up_to_date(result, target, spec)
+        return
+    refused = refuse_overwrites(result.files, result.out_dir, force)
+    refused += [] if refused else write_atomically(result.files, result.out_dir)
+    if refused:
+        _report(result, Format.text, refused)
+        raise typer.Exit(EXIT_SPEC)
+
+
+def _confirm(script: str, interpreter: str) -> None:
+    """Asks whether to run the script; raises typer.Exit(EXIT_SPEC) on anything but a yes (a closed stdin too)."""
+    try:
+        go = typer.confirm(f"run {script} with {interpreter}?", default=False, err=True)
+    except typer.Abort:  # no answer (stdin closed): not a yes
+        go = False
+    if not go:
+        typer.echo("qas: not run (pass --yes to run without asking)", err=True)
+        raise typer.Exit(EXIT_SPEC)
 
 
 def _run_target(target: Path) -> tuple[Path, Path | None]:
@@ -597,7 +608,7 @@ def export_command(
     """Rebuild a recorded trial's model from its recorded configuration and check it scores what the study recorded.
 
     Reads only the study (the search may still be running) and quantizes again with Quark, reusing the calibration
-    cache; works after keep_models removed the trial's files. Exits 0 when every model scores exactly the recorded
+    cache; works when the trial's model file is gone. Exits 0 when every model scores exactly the recorded
     value; 1 when one differs (it says by how much and why; the model is written either way).
 
     Examples:
@@ -610,8 +621,6 @@ def export_command(
     """
     import subprocess
 
-    from compiler.report.manifest import load_manifest
-
     if (trial is None) == (not pareto):
         typer.echo("qas: error: give --trial N or --pareto\n  hint: qas export OUT --trial N", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -619,6 +628,20 @@ def export_command(
         typer.echo("qas: error: --pareto writes exported_sampler_<N>.onnx for each member of the front\n"
                    "  hint: drop --stage and -o", err=True)
         raise typer.Exit(EXIT_USAGE)
+    found, manifest = _exportable(out_dir)
+    argv = [python or sys.executable, manifest["outputs"]["script"]]
+    argv += ["--export-pareto"] if pareto else ["--export", str(trial)]
+    argv += ["--export-stage", stage.value] if stage is not None else []
+    argv += ["--export-to", str(output.resolve())] if output is not None else []
+    ran = subprocess.run(argv, cwd=found)
+    raise typer.Exit(shell_exit_code(ran.returncode))
+
+
+def _exportable(out_dir: Path) -> tuple[Path, dict]:
+    """What `qas export` was given in; the output folder and its manifest out, or typer.Exit(EXIT_USAGE) with the
+    error when there is none, or its engine or runtime cannot export."""
+    from compiler.report.manifest import load_manifest
+
     found = resolve_out_dir(out_dir)
     if isinstance(found, str):
         typer.echo(f"qas: error: {found}", err=True)
@@ -636,12 +659,7 @@ def export_command(
         typer.echo(f"qas: error: {_display_name(found)} was compiled by an older qas, whose runtime cannot export\n"
                    f"  hint: compile its spec again (qas compile SPEC); the study and its trials stay", err=True)
         raise typer.Exit(EXIT_USAGE)
-    argv = [python or sys.executable, manifest["outputs"]["script"]]
-    argv += ["--export-pareto"] if pareto else ["--export", str(trial)]
-    argv += ["--export-stage", stage.value] if stage is not None else []
-    argv += ["--export-to", str(output.resolve())] if output is not None else []
-    ran = subprocess.run(argv, cwd=found)
-    raise typer.Exit(shell_exit_code(ran.returncode))
+    return found, manifest
 
 
 @app.command("dashboard", cls=Command)

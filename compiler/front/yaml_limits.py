@@ -96,60 +96,86 @@ def check_structure(text: str) -> Diagnostic | None:
     Syntax errors propagate as ruamel's MarkedYAMLError (the loader reports them as it always did);
     an undefined alias is left to ruamel's composer to report.
     """
-    # anchor -> the collection it names while that is open, then (nodes, height); as in ruamel's
-    # composer an anchor names its node from the node's start, and a later one of the same name wins
-    anchors: dict[str, _Open | tuple[int, int]] = {}
-    stack: list[_Open] = []
-    total = 0
+    walk = _Walk()
     yaml = YAML(typ="rt")
     yaml.Scanner = _DepthScanner
     events = yaml.parse(text)
     try:
         for event in events:
             if isinstance(event, CollectionStartEvent):
-                if len(stack) + 1 > MAX_DEPTH:
-                    return _at(event, _too_deep())
-                total += 1
-                if total > MAX_NODES:
-                    return _at(event, _too_many())
-                stack.append(_Open(event.anchor))
-                if event.anchor is not None:
-                    anchors[event.anchor] = stack[-1]
+                found = walk.open(event)
             elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
-                done = stack.pop()
-                if done.anchor is not None and anchors.get(done.anchor) is done:
-                    anchors[done.anchor] = (done.nodes, done.height)
-                _add(stack, done.nodes, done.height)
+                found = walk.close()
             elif isinstance(event, ScalarEvent):
-                total += 1
-                if total > MAX_NODES:
-                    return _at(event, _too_many())
-                if event.anchor is not None:
-                    anchors[event.anchor] = (1, 0)
-                _add(stack, 1, 0)
+                found = walk.scalar(event)
             elif isinstance(event, AliasEvent):
-                name = event.anchor
-                named = anchors.get(name)
-                if named is None:
-                    continue  # ruamel reports the undefined alias
-                if isinstance(named, _Open):
-                    return _at(event, diag("QAS106", f"alias *{name} is inside the node its anchor names: "
-                                                     f"it would contain itself, without end", hint=SELF_HINT))
-                nodes, height = named
-                if len(stack) + height > MAX_DEPTH:
-                    return _at(event, diag("QAS105", f"alias *{name} nests {height} levels here, deeper than "
-                                                     f"{MAX_DEPTH} in all", hint=DEPTH_HINT))
-                total += nodes
-                if total > MAX_NODES:
-                    return _at(event, diag("QAS106", f"alias *{name} stands for {nodes} nodes: with it the spec "
-                                                     f"holds more than {MAX_NODES} once aliases are expanded",
-                                           hint=NODES_HINT))
-                _add(stack, nodes, height)
+                found = walk.alias(event)
+            else:
+                found = None
+            if found is not None:
+                return _at(event, found)
     except _TooDeep as exc:
         return _at_mark(exc.mark, _too_deep())
     finally:
         events.close()
     return None
+
+
+class _Walk:
+    """The open collections, anchors and expanded node count of a walk over YAML events; each method takes one event
+    and gives the diagnostic it breaks a limit with, or None."""
+
+    def __init__(self) -> None:
+        # anchor -> the collection it names while that is open, then (nodes, height); as in ruamel's
+        # composer an anchor names its node from the node's start, and a later one of the same name wins
+        self.anchors: dict[str, _Open | tuple[int, int]] = {}
+        self.stack: list[_Open] = []
+        self.total = 0
+
+    def open(self, event: CollectionStartEvent) -> Diagnostic | None:
+        if len(self.stack) + 1 > MAX_DEPTH:
+            return _too_deep()
+        self.total += 1
+        if self.total > MAX_NODES:
+            return _too_many()
+        self.stack.append(_Open(event.anchor))
+        if event.anchor is not None:
+            self.anchors[event.anchor] = self.stack[-1]
+        return None
+
+    def close(self) -> None:
+        done = self.stack.pop()
+        if done.anchor is not None and self.anchors.get(done.anchor) is done:
+            self.anchors[done.anchor] = (done.nodes, done.height)
+        _add(self.stack, done.nodes, done.height)
+
+    def scalar(self, event: ScalarEvent) -> Diagnostic | None:
+        self.total += 1
+        if self.total > MAX_NODES:
+            return _too_many()
+        if event.anchor is not None:
+            self.anchors[event.anchor] = (1, 0)
+        _add(self.stack, 1, 0)
+        return None
+
+    def alias(self, event: AliasEvent) -> Diagnostic | None:
+        name = event.anchor
+        named = self.anchors.get(name)
+        if named is None:
+            return None  # ruamel reports the undefined alias
+        if isinstance(named, _Open):
+            return diag("QAS106", f"alias *{name} is inside the node its anchor names: it would contain itself, "
+                                  f"without end", hint=SELF_HINT)
+        nodes, height = named
+        if len(self.stack) + height > MAX_DEPTH:
+            return diag("QAS105", f"alias *{name} nests {height} levels here, deeper than {MAX_DEPTH} in all",
+                        hint=DEPTH_HINT)
+        self.total += nodes
+        if self.total > MAX_NODES:
+            return diag("QAS106", f"alias *{name} stands for {nodes} nodes: with it the spec holds more than "
+                                  f"{MAX_NODES} once aliases are expanded", hint=NODES_HINT)
+        _add(self.stack, nodes, height)
+        return None
 
 
 def _add(stack: list[_Open], nodes: int, height: int) -> None:

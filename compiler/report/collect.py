@@ -60,10 +60,7 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     grid_name = facts["name"] + GRID_STUDY_SUFFIX
     notes: list[str] = []
 
-    direction = main.directions[0].name.lower()  # the accuracy objective's
-    if direction != manifest["search"]["direction"]:
-        notes.append(f"{MANIFEST_FILE} says {manifest['search']['direction']} but the study {direction}s; "
-                     f"ranked as the study does")
+    direction = _direction(main, manifest, notes)
     rows = _rows(grid_trials, grid_name, main_trials, facts["name"], notes)
     numbers = {(r.study, r.trial.number): r.trial for r in rows}
     complete = [r for r in rows if r.trial.state == TrialState.COMPLETE]
@@ -71,28 +68,21 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
     counts = _trial_counts(rows, complete, failed)
     alive = _liveness(rows, facts)
     notes += _running_notes(counts["running"], alive)
-    budget = manifest["budget"]
     best_config_name, saved, best_config_state = _saved_best_config(out_dir, manifest, notes)
     ranked, recommended = _ranked(complete, direction, saved)
     entries = _distinct(ranked)  # each configuration once: a repeat answered from the study is not a runner-up
     best, agrees = _best_of(ranked, saved, numbers, (facts["name"], grid_name if grid else None),
                             best_config_name, out_dir, notes)
-    # importances over the sampler stage's study; over the grid study when only that has trials (sampler Grid)
-    source = main if any(r.study == facts["name"] for r in complete) or grid is None else grid
-    found, importance_notes = importances(source, [r.trial for r in complete if r.study == source.study_name])
-    notes += importance_notes
     evaluation, higher_is_better, float_score = _scoring(manifest, [main, grid], saved)
     if best is not None:
         best["score"] = _score(best["value"], float_score, higher_is_better)
+    stopped = stopped_record(saved, [main])
     report = {
         **_identity(out_dir, manifest, direction, evaluation, float_score),
-        "study": {"db": facts["db"], "name": facts["name"], "grid_name": grid_name if grid is not None else None,
-                  "url_env": facts.get("url_env")},
-        "budget": {"effective_trials": budget["effective_trials"], "grid_configs": budget["grid_configs"],
-                   "models_produced": budget.get("models_produced")},
+        **_study_and_budget(manifest, grid is not None),
         "trials": counts,
-        "budget_reached": _budget_reached(counts, manifest) or bool(stopped_record(saved, [main])),
-        "stopped": stopped_record(saved, [main]),
+        "budget_reached": _budget_reached(counts, manifest) or bool(stopped),
+        "stopped": stopped,
         "objectives": objectives_view(saved, recommended, out_dir),
         "best": best,
         "best_config_agrees": agrees,
@@ -105,17 +95,44 @@ def build_report(out_dir: Path) -> dict[str, Any] | str:
         "top5": [_top_entry(r, repeats, numbers, float_score, higher_is_better, out_dir)
                  for r, repeats in entries[:TOP_N]],
         "failures": _failures(failed),
-        "importances": found,
-        "importances_study": source.study_name if found else None,
+        **_importance_view(main, grid, complete, notes),
         "workers": _workers(rows),
         "all_trials": [_trial_row(r, numbers) | alive.get((r.study, r.trial.number), {}) for r in rows],
         "launcher": holder(out_dir / facts["db"]),  # the live process that runs the search here, if any
         "sensitivity": _sensitivity(out_dir, saved),
-        "accuracy_control": accuracy_steps([r.trial for r in complete if r.study == facts["name"]],
-                                           stopped_record(saved, [main])),
+        "accuracy_control": accuracy_steps([r.trial for r in complete if r.study == facts["name"]], stopped),
         "notes": notes,
     }
     return report | {"state": search_state(report)}
+
+
+def _study_and_budget(manifest: dict[str, Any], has_grid: bool) -> dict[str, Any]:
+    """The manifest in; the report's study (names, where) and compiled budget sections out."""
+    facts, budget = manifest["outputs"]["study"], manifest["budget"]
+    return {"study": {"db": facts["db"], "name": facts["name"],
+                      "grid_name": facts["name"] + GRID_STUDY_SUFFIX if has_grid else None,
+                      "url_env": facts.get("url_env")},
+            "budget": {"effective_trials": budget["effective_trials"], "grid_configs": budget["grid_configs"],
+                       "models_produced": budget.get("models_produced")}}
+
+
+def _direction(main: Any, manifest: dict[str, Any], notes: list[str]) -> str:
+    """The main study and the manifest in; the accuracy objective's direction as the study has it out (a note when the
+    manifest says otherwise: the study ranks)."""
+    direction = main.directions[0].name.lower()
+    if direction != manifest["search"]["direction"]:
+        notes.append(f"{MANIFEST_FILE} says {manifest['search']['direction']} but the study {direction}s; "
+                     f"ranked as the study does")
+    return direction
+
+
+def _importance_view(main: Any, grid: Any, complete: list[_Row], notes: list[str]) -> dict[str, Any]:
+    """The studies and their complete rows in; the report's importances and the study they were computed over out:
+    the sampler stage's study, or the grid study when only that has trials (sampler Grid)."""
+    source = main if any(r.study == main.study_name for r in complete) or grid is None else grid
+    found, importance_notes = importances(source, [r.trial for r in complete if r.study == source.study_name])
+    notes += importance_notes
+    return {"importances": found, "importances_study": source.study_name if found else None}
 
 
 def _ranked(complete: list[_Row], direction: str, saved: dict[str, Any] | None) -> tuple[list[_Row], Any]:

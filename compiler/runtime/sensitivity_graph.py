@@ -86,15 +86,7 @@ def candidates(float_model: Any, quantized: Any, unmapped: list[str] | None = No
     graph, fgraph = quantized.graph, float_model.graph
     activations = _float_tensors(fgraph)
     const = _constants(graph)
-    classes = _Classes()
-    for node in graph.node:
-        if node.op_type in Q_OPS and node.input and node.output:
-            classes.union(node.input[0], node.output[0])
-    anchor: dict[str, str] = {}  # class root -> float activation name
-    every = {t for n in graph.node for t in (*n.input, *n.output) if t} | {i.name for i in graph.input}
-    for tensor in every:
-        if tensor in activations and tensor not in const:
-            anchor.setdefault(classes.find(tensor), tensor)
+    classes, anchor = _anchored_classes(graph, activations, const)
     producer = {o: k for k, n in enumerate(graph.node) for o in n.output if o}
     quantized_values = {classes.find(n.input[0]) for n in graph.node if n.op_type in QUANTIZE_OPS + QDQ_OPS and n.input}
     order = {n.name: k for k, n in enumerate(fgraph.node)}
@@ -132,11 +124,33 @@ def candidates(float_model: Any, quantized: Any, unmapped: list[str] | None = No
                     stack.append(p)
         own = weights or any(classes.find(o) in quantized_values for o in outs.values())
         regions.append((Region(k, outs, _float_region(outs, fproducer, anchor.values(), order), weights), own))
+    return _grouped([region for region, own in regions if own], graph, fgraph, unmapped)
+
+
+def _anchored_classes(graph: Any, activations: set[str], const: set[str]) -> tuple[_Classes, dict[str, str]]:
+    """A quantized graph, the float model's activation names and the constant values in; the classes of values joined
+    by Q/DQ nodes and each class's float activation (class root -> name) out."""
+    classes = _Classes()
+    for node in graph.node:
+        if node.op_type in Q_OPS and node.input and node.output:
+            classes.union(node.input[0], node.output[0])
+    anchor: dict[str, str] = {}
+    every = {t for n in graph.node for t in (*n.input, *n.output) if t} | {i.name for i in graph.input}
+    for tensor in every:
+        if tensor in activations and tensor not in const:
+            anchor.setdefault(classes.find(tensor), tensor)
+    return classes, anchor
+
+
+def _grouped(regions: list[Region], graph: Any, fgraph: Any, unmapped: list[str] | None) -> list[Candidate]:
+    """The regions with Q/DQ of their own in; one Candidate per float node they map to, in the float model's order,
+    out (a region that maps to no float node is appended to `unmapped`, by its quantized name)."""
+    order = {n.name: k for k, n in enumerate(fgraph.node)}
     by_name: dict[str, list[Region]] = {}
-    for region, own in regions:
-        if own and region.float_nodes:
+    for region in regions:
+        if region.float_nodes:
             by_name.setdefault(_main_node(region.float_nodes, fgraph), []).append(region)
-        elif own and unmapped is not None:
+        elif unmapped is not None:
             unmapped.append(graph.node[region.sink].name or graph.node[region.sink].output[0])
     found = [Candidate(name, tuple(sorted({n for r in rs for n in r.float_nodes}, key=order.__getitem__)), tuple(rs))
              for name, rs in by_name.items()]

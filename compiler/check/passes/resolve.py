@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compiler.check.paths import OUTPUT_HINT, TEMP_HINT, folder_problem
+from compiler.check.paths import folder_hint, folder_problem
 from compiler.check.resolved import spec_path
 from compiler.diagnostics import Diagnostic, diag
 from compiler.front.model import ReaderSpec, Spec
@@ -75,4 +75,4 @@ def _check_output(spec: Spec) -> Iterator[Diagnostic]:
         problem = folder_problem(folder, (RUNTIME_PACKAGE,) if key == "dir" else (), spec.workspace)
         if problem is not None:
             yield diag("QAS803", f"output.{key} cannot be written: {problem}", at,
-                       hint=OUTPUT_HINT if key == "dir" else TEMP_HINT)
+                       hint=folder_hint(key))
