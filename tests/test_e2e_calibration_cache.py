@@ -261,3 +261,30 @@ def test_percentile_ranges_derived_from_a_kept_collection_equal_a_fresh_calibrat
     fresh_again = QuarkQuantizer(zm.model, reader, [], cache=CalibrationCache(tmp_path / "fresh2", {"m": "x"}, "d"))
     fresh_again.quantize(config(99.999), tmp_path / "fresh_999.onnx", [])
     assert initializers(tmp_path / "torn.onnx") == initializers(tmp_path / "fresh_999.onnx")
+
+    # a collection another worker is making (its lock held, the file not there yet) is waited for, then reused
+    import threading
+    import time
+
+    from compiler.runtime.histogram_cache import collection_lock
+    from compiler.runtime.sensitivity_cache import exclusive
+
+    collection = kept.read_bytes()
+    locked, hold_s = threading.Event(), 4.0
+
+    def another_worker_collecting() -> None:
+        with exclusive(collection_lock(kept)):
+            kept.unlink()
+            locked.set()
+            time.sleep(hold_s)
+            kept.write_bytes(collection)
+
+    worker = threading.Thread(target=another_worker_collecting)
+    worker.start()
+    locked.wait()
+    started = time.monotonic()
+    waited = QuarkQuantizer(zm.model, reader, [], cache=shared).quantize(config(99.95), tmp_path / "waited.onnx", [])
+    worker.join()
+    assert waited["calibration_derived"] is True and time.monotonic() - started >= hold_s
+    assert len(list((tmp_path / "shared").glob("*.histograms"))) == 1
+    assert not list((tmp_path / "shared").glob(".*.lock"))

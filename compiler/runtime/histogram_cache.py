@@ -10,8 +10,8 @@ on the real Quark). Only the plain Percentile method is served: LayerwisePercent
 and Distribution use other bins, and MinMax is its own, cheap pass.
 
 The collection is kept as a pickle of that dict in the calibration cache's folder. The folder is the output folder's,
-which also holds the script that runs: loading it trusts nothing the search did not already trust. Two workers that
-need one collection at the same time each collect it (the file is replaced atomically, the same bytes either way).
+which also holds the script that runs: loading it trusts nothing the search did not already trust. Workers of one
+machine collect under a per-collection lock: one that needs a collection another is making waits, then reuses it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .console import warn
+from .sensitivity_cache import exclusive
 
 DERIVED_METHODS = ("Percentile",)  # activation calibration methods whose ranges a kept collection gives
 VALUE_KEYS = ("Percentile",)  # config keys (Quark extra options) applied to a collection, not part of it
@@ -43,6 +44,11 @@ def collection_key(range_part: dict[str, Any], range_identity: dict[str, Any]) -
     # the pickled histograms are numpy arrays: another numpy may not read them, so it is another collection
     value = {"collection": collected, "numpy": numpy.__version__, **range_identity}
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def collection_lock(path: Path) -> Path:
+    """A kept collection's path in; the lock file its collectors hold while they collect or read it out."""
+    return path.with_name(f".{path.name}.lock")
 
 
 class HistogramCollections:
@@ -66,11 +72,12 @@ class HistogramCollections:
             # LayerwisePercentile (a subclass) calls this through super() with raw outputs kept: never served
             if self.path is None or type(calibrator) is not percentile or args or kwargs:
                 return collect(calibrator, data_reader, *args, **kwargs)
-            if self.path.is_file() and self._reuse(calibrator):
-                return None
-            result = collect(calibrator, data_reader)
-            self._keep(calibrator.collector.histogram_dict)
-            return result
+            with exclusive(collection_lock(self.path)):  # a second worker waits for this collection, then reuses it
+                if self.path.is_file() and self._reuse(calibrator):
+                    return None
+                result = collect(calibrator, data_reader)
+                self._keep(calibrator.collector.histogram_dict)
+                return result
 
         percentile.collect_data = collect_or_reuse
         self.installed = True
