@@ -20,6 +20,7 @@ Wall times are measured side by side in one run on a shared machine: read the ra
 with the defaults.
 
   .venv/bin/python bench/trial_cost.py [--parts cost,engines,prune] [--cost-trials 4] [--cost-models detector,...]
+                                       [--cost-samples 16,8] [--engine-samples 16,8]
                                        [--engine-trials 20]
                                        [--prune-trials 50] [--prune-eval 32] [--prune-sampler TPE|Random] [--json]
 """
@@ -86,14 +87,17 @@ def run_search(spec: Path) -> tuple[float, dict[str, Any]]:
     return wall, json.loads(report.stdout)
 
 
-def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "resnetish")) -> list[dict[str, Any]]:
+def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "resnetish"),
+              samples: tuple[int, int] = (16, 8)) -> list[dict[str, Any]]:
+    """samples: (calibration, evaluation) samples written per model. Quark's quantize step costs about the same
+    whatever their number, the floor grows with it: the ratio depends on it, so the table says which was used."""
     rows = []
     for model in models:
         for name, (method, percentiles) in COST_ROWS.items():
-            row: dict[str, Any] = {"model": model, "method": name}
+            row: dict[str, Any] = {"model": model, "method": name, "samples": list(samples)}
             for cache in (False, True):  # off first: the cache cannot help the run after it
                 folder = work / "cost" / f"{model}-{name.replace(' ', '-')}-{'on' if cache else 'off'}"
-                make(model, folder)
+                make(model, folder, calib=samples[0], evaluation=samples[1])
                 space = json.loads(json.dumps(CALIBRATION_SPACE))
                 space["activation_params"]["calibration_method"] = [method]
                 if percentiles is not None:
@@ -116,14 +120,14 @@ def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "r
     return rows
 
 
-def engines_part(work: Path, trials: int) -> dict[str, Any]:
+def engines_part(work: Path, trials: int, samples: tuple[int, int] = (16, 8)) -> dict[str, Any]:
     space = json.loads(json.dumps(CALIBRATION_SPACE))
     space["activation_params"]["symmetric"] = [True, False]
     space["activation_params"]["calibration_method"] = list(METHODS)
-    result: dict[str, Any] = {"trials": trials}
+    result: dict[str, Any] = {"trials": trials, "samples": list(samples)}
     for engine in ("autosearchpro", "qas"):
         folder = work / "engines" / engine
-        make("detector", folder)
+        make("detector", folder, calib=samples[0], evaluation=samples[1])
         spec = write_spec(folder, "detector", "models/detector.onnx", space,
                           {"engine": engine, "n_trials": trials, "two_stage": False})
         wall, report = run_search(spec)
@@ -162,6 +166,8 @@ def main() -> None:
     parser.add_argument("--cost-models", default="detector,resnetish",
                         help="bench/make_models.py models: detector (0.5 M weights), resnetish (1.6 M), "
                              "widemlp (8.4 M)")
+    parser.add_argument("--cost-samples", default="16,8", help="calibration,evaluation samples of the cost part")
+    parser.add_argument("--engine-samples", default="16,8", help="calibration,evaluation samples of the engines part")
     parser.add_argument("--engine-trials", type=int, default=20)
     parser.add_argument("--prune-trials", type=int, default=50)
     parser.add_argument("--prune-eval", type=int, default=32)
@@ -172,9 +178,12 @@ def main() -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="qas-trial-cost-") as work:
         if "cost" in parts:
-            results["cost"] = cost_part(Path(work), args.cost_trials, tuple(args.cost_models.split(",")))
+            calib, evaluation = (int(n) for n in args.cost_samples.split(","))
+            results["cost"] = cost_part(Path(work), args.cost_trials, tuple(args.cost_models.split(",")),
+                                        (calib, evaluation))
         if "engines" in parts:
-            results["engines"] = engines_part(Path(work), args.engine_trials)
+            calib, evaluation = (int(n) for n in args.engine_samples.split(","))
+            results["engines"] = engines_part(Path(work), args.engine_trials, (calib, evaluation))
         if "prune" in parts:
             results["prune"] = prune_part(Path(work), args.prune_trials, args.prune_eval, args.prune_sampler)
     print(json.dumps(results, indent=2))

@@ -114,3 +114,25 @@ def test_an_evaluator_alias_that_returns_one_score_stops_before_any_trial(tmp_pa
     said = done.stdout + done.stderr
     assert done.returncode != 0 and "search.prune needs one score a sample" in said, said[-3000:]
     assert "Traceback" not in said and "trial 0" not in said
+
+
+def test_under_tpe_a_pruned_search_draws_what_the_unpruned_one_draws(tmp_path: Path) -> None:
+    """TPE learns from its best ceil(10 %) of the trials against the rest; pruning against the last of those (the 3rd
+    best for 30 trials) prunes only trials TPE puts among the rest anyway, so the seeded search with the real Quark
+    draws the same configurations, with and without pruning, and ends on the same best; pruning still saves
+    inferences."""
+
+    def search(prune: bool) -> dict:
+        folder = tmp_path / ("on" if prune else "off")
+        zm = build("resnet_bn", folder, eval_samples=32)
+        zm.write_spec(folder, preset="A8W8_SEARCH", n_trials=30,
+                      extra_yaml=f"search: {{sampler: TPE{', prune: wilcoxon' if prune else ''}}}\n")
+        done = qas("run", "spec.yaml", "--yes", cwd=folder, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return json.loads(qas("report", "autosearch_output", "--format", "json", cwd=folder).stdout)
+
+    unpruned, pruned = search(False), search(True)
+    assert [t["config"] for t in pruned["all_trials"]] == [t["config"] for t in unpruned["all_trials"]]
+    assert pruned["best"]["config"] == unpruned["best"]["config"]
+    assert pruned["best"]["value"] == unpruned["best"]["value"]
+    assert pruned["cost"]["pruned"] > 0 and pruned["cost"]["inferences"] < unpruned["cost"]["inferences"]

@@ -11,7 +11,7 @@ import numpy as np
 import optuna
 import pytest
 
-from compiler.runtime.pruning import SampleWatch, hardest_first, make_pruner
+from compiler.runtime.pruning import SampleWatch, hardest_first, make_pruner, reference_rank
 from compiler.runtime.readers import SampleList
 
 from .conftest import EXAMPLE_DIR, needs_quark
@@ -51,8 +51,71 @@ def test_the_watch_reports_every_finite_value_and_prunes_only_while_samples_rema
 
 
 def test_the_pruner_is_optunas_wilcoxon_and_only_with_search_prune() -> None:
-    assert make_pruner(None) is None
-    assert isinstance(make_pruner("wilcoxon"), optuna.pruners.WilcoxonPruner)
+    assert make_pruner(None, "TPE", 50) is None
+    assert isinstance(make_pruner("wilcoxon", "TPE", 50), optuna.pruners.WilcoxonPruner)
+    assert make_pruner("wilcoxon", "TPE", 50).rank == 5 and make_pruner("wilcoxon", "Random", 50).rank == 1
+
+
+@pytest.mark.parametrize("n_trials", [1, 9, 10, 11, 50, 249, 250, 251, 1000])
+def test_the_reference_rank_under_tpe_is_the_size_of_its_best_part(n_trials: int) -> None:
+    from optuna.samplers._tpe.sampler import default_gamma  # what TPESampler() splits with
+
+    assert reference_rank("TPE", n_trials) == default_gamma(n_trials)
+
+
+def per_sample(study: optuna.Study, values: list[float]) -> optuna.trial.Trial:
+    trial = study.ask()
+    for index, value in enumerate(values):
+        trial.report(value, index)
+    return trial
+
+
+def test_a_trial_is_compared_with_the_reference_ranks_trial_not_the_best() -> None:
+    rng = np.random.default_rng(3)
+    noise = list(rng.normal(0.0, 0.01, 12))
+    study = optuna.create_study(pruner=make_pruner("wilcoxon", "TPE", 20))  # rank 2
+    for level in (0.1, 0.5, 0.9):  # the best, the reference, a worse one
+        values = [level + n for n in noise]
+        study.tell(per_sample(study, values), sum(values) / len(values))
+    assert not per_sample(study, [0.3 + n for n in noise]).should_prune()  # worse than the best only
+    assert per_sample(study, [0.7 + n for n in noise]).should_prune()  # worse than the reference
+    assert per_sample(optuna.create_study(pruner=make_pruner("wilcoxon", "Random", 20)),
+                      [0.3 + n for n in noise]).should_prune() is False  # no complete trial yet: nothing to compare
+
+
+def tpe_search(pruner: Any, trials: int = 40) -> tuple[list[dict[str, Any]], dict[str, Any], int]:
+    """A seeded TPE search of a per-sample objective (20 samples, each with its own offset), pruned sample by sample
+    as qas does; the parameters drawn, the best parameters and the samples scored out."""
+    offsets = np.random.default_rng(11).normal(0.0, 0.3, 20)
+    scored = 0
+
+    def objective(trial: optuna.Trial) -> float:
+        nonlocal scored
+        x, y = trial.suggest_float("x", -3, 3), trial.suggest_categorical("y", ["a", "b", "c"])
+        base = (x - 1.0) ** 2 + {"a": 0.0, "b": 0.4, "c": 1.0}[y]
+        values = []
+        for index, offset in enumerate(offsets):
+            values.append(base * (1.0 + 0.1 * offset) + offset)
+            scored += 1
+            trial.report(values[-1], index)
+            if index < len(offsets) - 1 and trial.should_prune():
+                raise optuna.TrialPruned()
+        return float(np.mean(values))
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0), pruner=pruner)
+    study.optimize(objective, n_trials=trials)
+    return [t.params for t in study.trials], study.best_params, scored
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_pruning_against_tpes_reference_draws_what_tpe_draws_without_pruning() -> None:
+    unpruned, best, scored = tpe_search(optuna.pruners.NopPruner())
+    drawn, pruned_best, pruned_scored = tpe_search(make_pruner("wilcoxon", "TPE", 40))
+    assert drawn == unpruned and pruned_best == best
+    assert pruned_scored < 0.6 * scored  # and it still prunes (384 of 800 samples scored)
+    against_best, _, _ = tpe_search(optuna.pruners.WilcoxonPruner(p_threshold=0.1))
+    assert against_best != unpruned  # what the reference rank is for
 
 
 class Recorder:

@@ -1,6 +1,12 @@
 """Pruning hopeless sampler trials sample by sample (search.prune: wilcoxon): a trial and the study's evaluation order
 in; each sample's value reported to Optuna (step = the sample's index) and the trial stopped as PRUNED as soon as
-Optuna's WilcoxonPruner finds it significantly worse than the best trial on the samples seen, out.
+Optuna's WilcoxonPruner finds it significantly worse than the reference trial on the samples seen, out.
+
+The reference is the best complete trial, except under TPE: TPE learns from its best ceil(10 %) of the trials (at most
+25, Optuna's default gamma) against the rest, and a pruned trial always joins the rest. Compared with the last of
+those best at the end of the budget, a pruned trial is one that would have been among the rest anyway, so TPE draws
+what it would have drawn without pruning and the search ends on the same best configuration (bench/trial_cost.py
+checks it); against the best trial alone, pruned trials that would have ranked second to fifth steer TPE elsewhere.
 
 The order is hardest first: the samples sorted by the first scored sampler trial's values, worst first, recorded
 once in the study so every worker and every re-run uses the same. The pruner pairs samples by index, so the order
@@ -14,18 +20,66 @@ from typing import Any
 
 from . import contract
 
+P_THRESHOLD = 0.1  # Optuna's default
 
-def make_pruner(prune: str | None) -> Any:
-    """Settings.prune in; the Optuna pruner (None without search.prune: Optuna's default, never asked) out."""
+
+def make_pruner(prune: str | None, sampler: str, n_trials: int) -> Any:
+    """Settings.prune, the sampler and the sampler stage's budget in; the Optuna pruner (None without search.prune:
+    Optuna's default, never asked) out."""
     if prune is None:
         return None
     import warnings
 
     import optuna
 
+    class RankedWilcoxonPruner(optuna.pruners.WilcoxonPruner):
+        """Optuna's WilcoxonPruner against the study's rank-th best complete trial instead of its best."""
+
+        def __init__(self, rank: int) -> None:
+            super().__init__(p_threshold=P_THRESHOLD)
+            self.rank = rank
+
+        def prune(self, study: Any, trial: Any) -> bool:
+            return super().prune(_Ranked(study, self.rank), trial)
+
     with warnings.catch_warnings():  # "experimental": said once per process in search.log, of no use to the user
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.pruners.WilcoxonPruner(p_threshold=0.1)
+        return RankedWilcoxonPruner(reference_rank(sampler, n_trials))
+
+
+def reference_rank(sampler: str, n_trials: int) -> int:
+    """The sampler and the budget in; the rank of the complete trial pruning compares with (1: the best) out: under
+    TPE the size of its best part at the end of the budget (Optuna's default gamma: ceil(10 %), at most 25)."""
+    return min(math.ceil(0.1 * n_trials), 25) if sampler == "TPE" else 1
+
+
+class _Ranked:
+    """A study seen by WilcoxonPruner.prune (which asks it for best_trial and direction): its best_trial is the
+    rank-th best complete trial, or the first worse one that was scored sample by sample (a repeat answered from the
+    study has no per-sample values); ValueError, as Optuna's own, while there is none."""
+
+    def __init__(self, study: Any, rank: int) -> None:
+        self.study, self.rank = study, rank
+        self.direction = study.direction
+
+    @property
+    def best_trial(self) -> Any:
+        from optuna.study import StudyDirection
+        from optuna.trial import TrialState
+
+        complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        ranked = sorted(complete, key=lambda t: t.value, reverse=self.direction == StudyDirection.MAXIMIZE)
+        for trial in ranked[self.rank - 1:]:
+            if trial.intermediate_values:
+                return trial
+        raise ValueError(f"no reference trial yet: {len(ranked)} complete, the {_ordinal(self.rank)} best is "
+                         "compared with")
+
+
+def _ordinal(n: int) -> str:
+    """2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 class SampleWatch:
@@ -60,7 +114,9 @@ class SampleWatch:
         self.trial.report(value, index)
         # After the last sample the value is known: pruning then would save nothing and lose a scored trial
         if remaining and self.trial.should_prune():
-            raise optuna.TrialPruned(f"worse than the best trial on {self.seen} evaluation sample(s) "
+            rank = getattr(getattr(getattr(self.trial, "study", None), "pruner", None), "rank", 1)
+            reference = "the best trial" if rank == 1 else f"the {_ordinal(rank)} best trial"
+            raise optuna.TrialPruned(f"worse than {reference} on {self.seen} evaluation sample(s) "
                                      "(Wilcoxon signed-rank test)")
 
 

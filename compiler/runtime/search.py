@@ -88,8 +88,9 @@ class Search:
         # one objective: direction= as ever; several (search.objectives): a multi-objective study
         directions = ({"directions": settings.directions} if settings.multi_objective
                       else {"direction": settings.direction})
+        pruner = make_pruner(settings.prune, settings.sampler, settings.n_trials)
         self.sampler_study = optuna.create_study(study_name=settings.study_name, storage=storage,
-                                                 load_if_exists=True, pruner=make_pruner(settings.prune), **directions)
+                                                 load_if_exists=True, pruner=pruner, **directions)
         self.grid_study = optuna.create_study(study_name=settings.grid_study_name, storage=storage,
                                               load_if_exists=True, **directions)
         mark_studies({contract.STAGE_SAMPLER: self.sampler_study, contract.STAGE_GRID: self.grid_study})
