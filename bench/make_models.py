@@ -4,6 +4,7 @@ Built with onnx.helper and seeded numpy weights at bench time (never committed).
 - resnetish: a 3x64x64 input, a two-conv stem, four stages of two residual blocks (widths 24, 48, 96,
   192; the first block of stages 2-4 halves the resolution and has a 1x1 projection), global pooling
   and a Gemm to 10 classes: 21 Conv + 1 Gemm, 50 nodes, about 1.6 M weights (6.3 MB).
+- resnetwide: resnetish with widths 40, 80, 160, 320: the same 50 nodes, about 4.4 M weights.
 - detector: a 3x160x160 input, a stride-2 stem and three stride-2 stages (widths 32, 64, 128, two 3x3 convs each), a
   small feature pyramid (1x1 laterals, nearest Resize x2, Concat) and a 3x3 + 1x1 head with Sigmoid on the 40x40
   map: 14 Conv, 0.5 M weights (2 MB) at a high resolution, so compute per MB is far above resnetish's.
@@ -25,6 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 SIZE = 64
 WIDTHS = (24, 48, 96, 192)
+WIDE_WIDTHS = (40, 80, 160, 320)  # resnetwide
 BLOCKS = 2
 
 
@@ -58,12 +60,13 @@ class Builder:
         return f"{name}.out"
 
 
-def resnetish(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[int]]:
+def resnetish(rng: np.random.Generator, widths: tuple[int, ...] = WIDTHS) -> tuple[
+        list[onnx.NodeProto], list[onnx.TensorProto], list[int]]:
     g = Builder(rng)
-    x = g.conv("stem1", "input", 3, WIDTHS[0], 3)
-    x = g.conv("stem2", x, WIDTHS[0], WIDTHS[0], 3)
-    c_in = WIDTHS[0]
-    for s, width in enumerate(WIDTHS):
+    x = g.conv("stem1", "input", 3, widths[0], 3)
+    x = g.conv("stem2", x, widths[0], widths[0], 3)
+    c_in = widths[0]
+    for s, width in enumerate(widths):
         for b in range(BLOCKS):
             x = g.block(f"s{s}b{b}", x, c_in, width, 2 if s > 0 and b == 0 else 1)
             c_in = width
@@ -118,7 +121,11 @@ def detector(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.
 
 
 DETECTOR_SIZE = 160
-BUILDERS = {"resnetish": resnetish, "detector": detector, "widemlp": widemlp}
+def resnetwide(rng: np.random.Generator) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], list[int]]:
+    return resnetish(rng, WIDE_WIDTHS)
+
+
+BUILDERS = {"resnetish": resnetish, "resnetwide": resnetwide, "detector": detector, "widemlp": widemlp}
 
 
 def build_model(name: str, rng: np.random.Generator) -> tuple[onnx.ModelProto, list[int]]:

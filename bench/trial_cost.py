@@ -4,7 +4,7 @@ and what search.prune saves: flags in, tables (or JSON) out.
 Three parts, each run as a user would (`python -m compiler compile`, the compiled script as a subprocess, then
 `qas report --format json` for the recorded steps and cost section):
 
-  1. cost     per model (bench/make_models.py's detector, 0.5 M weights, and resnetish, 1.6 M) and calibration
+  1. cost     per model (bench/make_models.py's detector, 0.5 M weights, and resnetwide, 4.4 M) and calibration
               method (and Percentile with four values searched), a calibration-only space (the weights' symmetry
               and per-channel choice searched, Random sampler, --cost-trials trials): the median trial over the
               floor F (a float pass over the calibration samples + the median quantized pass over the evaluation
@@ -87,7 +87,7 @@ def run_search(spec: Path) -> tuple[float, dict[str, Any]]:
     return wall, json.loads(report.stdout)
 
 
-def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "resnetish"),
+def cost_part(work: Path, trials: int, models: tuple[str, ...] = ("detector", "resnetwide"),
               samples: tuple[int, int] = (16, 8)) -> list[dict[str, Any]]:
     """samples: (calibration, evaluation) samples written per model. Quark's quantize step costs about the same
     whatever their number, the floor grows with it: the ratio depends on it, so the table says which was used."""
@@ -163,8 +163,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="cost,engines,prune")
     parser.add_argument("--cost-trials", type=int, default=4)
-    parser.add_argument("--cost-models", default="detector,resnetish",
-                        help="bench/make_models.py models: detector (0.5 M weights), resnetish (1.6 M), "
+    parser.add_argument("--cost-models", default="detector,resnetwide",
+                        help="bench/make_models.py models: detector (0.5 M weights), resnetish (1.6 M), resnetwide "
+                             "(4.4 M), "
                              "widemlp (8.4 M)")
     parser.add_argument("--cost-samples", default="16,8", help="calibration,evaluation samples of the cost part")
     parser.add_argument("--engine-samples", default="16,8", help="calibration,evaluation samples of the engines part")
