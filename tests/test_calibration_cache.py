@@ -111,7 +111,7 @@ def test_the_keys_lock_is_released_once_quark_has_saved_the_ranges(tmp_path: Pat
     assert RANGES_SAVED.callback is None
 
 
-def test_one_histogram_collection_serves_every_percentile_value_and_nothing_else() -> None:
+def test_one_histogram_collection_serves_every_percentile_value_layerwise_percentile_and_nothing_else() -> None:
     identity = range_identity(MODEL, "data", [])
 
     def key(config: dict[str, Any]) -> str | None:
@@ -121,6 +121,11 @@ def test_one_histogram_collection_serves_every_percentile_value_and_nothing_else
     assert key(dict(BASE, NumBins=512)) != key(BASE)
     assert key(dict(BASE, CalibTensorRangeSymmetric=False)) != key(BASE)  # the absolute-value histogram or not
     assert collection_key(range_part(BASE), range_identity(MODEL, "other data", [])) != key(BASE)
-    for other in ("MinMax", "LayerwisePercentile", "Entropy"):
+    for other in ("MinMax", "Entropy", "Distribution"):
         assert key(dict(BASE, activation_params={"calibration_method": other})) is None
+    layerwise = dict(BASE, activation_params={"calibration_method": "LayerwisePercentile"})
+    assert key(layerwise) == key(dict(layerwise, PercentileCandidates=[99.9, 99.99], LWPMetric="mse")) == key(BASE)
+    assert key(dict(layerwise, LWPUseHistogram=True)) == key(BASE)
+    assert key(dict(layerwise, LWPUseHistogram=False)) is None  # the raw outputs, not the histograms
+    assert key(dict(layerwise, NumBins=512)) == key(dict(BASE, NumBins=512)) != key(BASE)
     assert key(dict(BASE, specific_layer_config={"conv1": "Int16Spec"})) is None

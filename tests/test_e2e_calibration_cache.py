@@ -27,8 +27,11 @@ SPACES = {
     "XINT8_SEARCH": "",
     "PERCENTILES": "override: {activation_params: {calibration_method: [Percentile]}, "
                    "Percentile: [99.9, 99.99, 99.999]}",
+    "HISTOGRAM_METHODS": "override: {activation_params: {calibration_method: [Percentile, LayerwisePercentile]}, "
+                         "Percentile: [99.9, 99.99]}",
 }
-PRESETS = {"PERCENTILES": "A8W8_SEARCH"}  # a space's preset when its name is not one
+PRESETS = {"PERCENTILES": "A8W8_SEARCH", "HISTOGRAM_METHODS": "A8W8_SEARCH"}  # a space's preset when not its name
+HISTOGRAM_METHODS = ("Percentile", "LayerwisePercentile")  # one collection serves both (histogram_cache.py)
 
 
 def run_search(model: str, space: str, folder: Path, cache: bool) -> list[dict[str, Any]]:
@@ -52,11 +55,15 @@ def range_part(config: dict[str, Any]) -> str:
 
 
 def collection_part(config: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in ranged(config).items() if k != "Percentile"}, sort_keys=True)
+    """What a histogram collection depends on: the range part without the methods' own values, either method."""
+    part = {k: v for k, v in ranged(config).items()
+            if k not in ("Percentile", "PercentileCandidates", "LWPMetric", "LWPUseHistogram")}
+    part["activation_params"] = {**part["activation_params"], "calibration_method": "one collection"}
+    return json.dumps(part, sort_keys=True)
 
 
 @pytest.mark.parametrize("model, space", [("resnet_bn", "A8W8_SEARCH"), ("detector", "XINT8_SEARCH"),
-                                          ("resnet_bn", "PERCENTILES")])
+                                          ("resnet_bn", "PERCENTILES"), ("detector", "HISTOGRAM_METHODS")])
 def test_cached_ranges_give_every_trial_the_value_of_a_fresh_calibration(tmp_path: Path, model: str,
                                                                           space: str) -> None:
     cached = run_search(model, space, tmp_path / "on", cache=True)
@@ -77,12 +84,19 @@ def test_cached_ranges_give_every_trial_the_value_of_a_fresh_calibration(tmp_pat
                    for t in restored), "no trial restored ranges across activation symmetry"
     assert all(t["steps"]["calibrate_s"] > 0.0 for t in calibrated)
     derived = [t for t in calibrated if t["steps"]["calibration_derived"]]
-    by_percentile = [t for t in calibrated if t["config"]["activation_params"]["calibration_method"] == "Percentile"]
-    collections = {collection_part(t["config"]) for t in by_percentile}  # one pass over the samples each
-    assert len(derived) == len(by_percentile) - len(collections)
+    by_histograms = [t for t in calibrated if t["config"].get("LWPUseHistogram", True)
+                     and t["config"]["activation_params"]["calibration_method"] in HISTOGRAM_METHODS]
+    collections = {collection_part(t["config"]) for t in by_histograms}  # one pass over the samples each
+    assert len(derived) == len(by_histograms) - len(collections)
     assert len(list((tmp_path / "on/autosearch_output/calibration_cache").glob("*.histograms"))) == len(collections)
-    if space == "PERCENTILES":
+    if space in ("PERCENTILES", "HISTOGRAM_METHODS"):
         assert derived, "no trial computed its ranges from a kept collection; the test proves nothing"
+    if space == "HISTOGRAM_METHODS":  # both methods on one collection: one of them derived from the other's
+        shared: dict[str, set[str]] = {}
+        for t in by_histograms:
+            method = t["config"]["activation_params"]["calibration_method"]
+            shared.setdefault(collection_part(t["config"]), set()).add(method)
+        assert set(HISTOGRAM_METHODS) in shared.values(), f"no collection served both methods: {shared}"
     for t in cached + fresh:  # fast fine-tuning is timed apart, and only where it ran
         tuned = t["config"].get("algorithms") in ("adaround", "adaquant")
         assert (t["steps"]["finetune_s"] > 0.0) == tuned, t
@@ -288,3 +302,63 @@ def test_percentile_ranges_derived_from_a_kept_collection_equal_a_fresh_calibrat
     assert waited["calibration_derived"] is True and time.monotonic() - started >= hold_s
     assert len(list((tmp_path / "shared").glob("*.histograms"))) == 1
     assert not list((tmp_path / "shared").glob(".*.lock"))
+
+
+@pytest.mark.parametrize("model, range_symmetric", [("resnet_bn", False), ("detector", True)])
+def test_layerwise_percentile_and_percentile_share_one_collection_exactly(tmp_path: Path, model: str,
+                                                                         range_symmetric: bool) -> None:
+    """LayerwisePercentile (on histograms, Quark's default) collects what Percentile collects: its ranges and model
+    computed from a collection a Percentile quantization kept equal a fresh LayerwisePercentile calibration's, and
+    the other way round; one .histograms file serves both."""
+    import onnx
+    from onnx import numpy_helper
+    from quark.onnx.calibration import CachedDataReader
+
+    from compiler.runtime.calibration_cache import RANGES_SAVED, CalibrationCache
+    from compiler.runtime.histogram_cache import HISTOGRAMS
+    from compiler.runtime.quantize import QuarkQuantizer
+    from compiler.runtime.readers import FolderReader, model_input_names
+    from compiler.runtime.step_clock import CLOCK
+
+    def config(method: str, **extra: Any) -> dict[str, Any]:
+        return {"activation": "Int8Spec", "activation_params": {"calibration_method": method}, "weight": "Int8Spec",
+                "CalibTensorRangeSymmetric": range_symmetric, **extra}
+
+    def initializers(path: Path) -> dict[str, Any]:
+        return {t.name: numpy_helper.to_array(t).tolist() for t in onnx.load(str(path)).graph.initializer}
+
+    def only_ranges(folder: Path) -> Any:
+        [found] = [json.loads(p.read_text())["tensors_range"] for p in folder.glob("*.json")]
+        return found
+
+    zm = build(model, tmp_path)
+    reader = CachedDataReader(FolderReader(zm.calib_dir, model_input_names(zm.model), None))
+    CLOCK.install()
+    RANGES_SAVED.install()
+    HISTOGRAMS.install()
+
+    def quantize(folder: str, cfg: dict[str, Any], name: str) -> dict[str, Any]:
+        cache = CalibrationCache(tmp_path / folder, {"m": "x"}, "d")
+        return QuarkQuantizer(zm.model, reader, [], cache=cache).quantize(cfg, tmp_path / name, [])
+
+    # 99.9 is none of LayerwisePercentile's candidates (99.99, 99.999, 99.99999): the two models differ
+    layerwise, percentile = config("LayerwisePercentile"), config("Percentile", Percentile=99.9)
+    assert quantize("fresh_lwp", layerwise, "fresh_lwp.onnx")["calibration_derived"] is False
+    assert quantize("fresh_pct", percentile, "fresh_pct.onnx")["calibration_derived"] is False
+    assert initializers(tmp_path / "fresh_lwp.onnx") != initializers(tmp_path / "fresh_pct.onnx")  # they differ
+
+    # Percentile collects, LayerwisePercentile derives
+    assert quantize("a", config("Percentile", Percentile=99.99), "a_pct.onnx")["calibration_derived"] is False
+    assert quantize("a", layerwise, "a_lwp.onnx")["calibration_derived"] is True
+    assert initializers(tmp_path / "a_lwp.onnx") == initializers(tmp_path / "fresh_lwp.onnx")
+    # LayerwisePercentile collects, Percentile derives
+    assert quantize("b", layerwise, "b_lwp.onnx")["calibration_derived"] is False
+    assert quantize("b", percentile, "b_pct.onnx")["calibration_derived"] is True
+    assert initializers(tmp_path / "b_pct.onnx") == initializers(tmp_path / "fresh_pct.onnx")
+    for folder in ("a", "b"):
+        assert len(list((tmp_path / folder).glob("*.histograms"))) == 1
+    assert only_ranges(tmp_path / "fresh_lwp") in [json.loads(p.read_text())["tensors_range"]
+                                                   for p in (tmp_path / "a").glob("*.json")]
+    # on raw outputs LayerwisePercentile is not served: it calibrates
+    raw = config("LayerwisePercentile", LWPUseHistogram=False)
+    assert quantize("a", raw, "raw.onnx")["calibration_derived"] is False

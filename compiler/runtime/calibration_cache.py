@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import contract
-from .histogram_cache import HISTOGRAMS, collection_key
+from .histogram_cache import HISTOGRAMS, LAYERWISE_METHOD, LAYERWISE_ONLY_KEYS, collection_key
 from .readers import samples_of
 from .sensitivity_cache import data_hash, exclusive
 
@@ -42,10 +42,8 @@ RANGE_NEUTRAL_KEYS = ("algorithms", "adaround_params", "adaquant_params")
 # change the pre-processing and the tensors calibrated (config/maps.py).
 RANGE_NEUTRAL_PARAMS = {"activation_params": ("symmetric",),
                         "weight_params": ("symmetric", "quant_granularity", "calibration_method")}
-# Options only Quark's LayerwisePercentile calibrator reads (calibrators.create_calibrator_float_scale): neutral for a
-# config that names no LayerwisePercentile anywhere (the A8W8 preset searches PercentileCandidates beside MinMax).
-LAYERWISE_ONLY_KEYS = ("PercentileCandidates", "LWPMetric", "LWPUseHistogram")
-LAYERWISE_METHOD = "LayerwisePercentile"
+# LayerwisePercentile's own options (LAYERWISE_ONLY_KEYS) are neutral for a config that names no LayerwisePercentile
+# anywhere (the A8W8 preset searches PercentileCandidates beside MinMax).
 RANGE_STAGES = ("quark_version", "tensors_range")  # what the cached file keeps of Quark's SaveAndRestore file
 
 

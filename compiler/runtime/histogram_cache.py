@@ -1,13 +1,17 @@
-"""One histogram collection for every Percentile value: a calibration's collection key in; Quark's Percentile calibrator
-given the histograms an earlier calibration collected (no pass over the samples), or its own collection kept for the
-next, out.
+"""One histogram collection for every Percentile value and for LayerwisePercentile: a calibration's collection key in;
+Quark's calibrator given the histograms an earlier calibration collected (no pass over the samples), or its own
+collection kept for the next, out.
 
 Quark's PercentileCalibrater collects one histogram per tensor (OverridedHistogramCollector.histogram_dict), then
 computes the ranges from it for its `percentile` (compute_percentile, which reads the histograms and changes nothing).
-The histograms depend on everything in the range key except that value, so ranges for another percentile computed
-from a kept collection are exactly a fresh calibration's (QUARK-FACTS; tests/test_e2e_calibration_cache.py proves it
-on the real Quark). Only the plain Percentile method is served: LayerwisePercentile reads the raw outputs, Entropy
-and Distribution use other bins, and MinMax is its own, cheap pass.
+Its LayerWisePercentileCalibrater (with LWPUseHistogram, Quark's default) collects the same histograms through the
+same method (super().collect_data with layer_wise=False: the same bins and symmetry options, read from the same
+extra options with the same defaults) and then picks, per tensor, the best of its PercentileCandidates from them.
+The histograms depend on everything in the range key except the method's own values (Percentile; PercentileCandidates,
+LWPMetric), so ranges computed from a kept collection are exactly a fresh calibration's (QUARK-FACTS;
+tests/test_e2e_calibration_cache.py proves it on the real Quark, both ways between the two methods). Not served:
+LayerwisePercentile on raw outputs (LWPUseHistogram false), Entropy and Distribution (other bins), MinMax (its own,
+cheap pass).
 
 The collection is kept as a pickle of that dict in the calibration cache's folder. The folder is the output folder's,
 which also holds the script that runs: loading it trusts nothing the search did not already trust. Workers of one
@@ -28,19 +32,26 @@ from typing import Any
 from .console import warn
 from .sensitivity_cache import exclusive
 
-DERIVED_METHODS = ("Percentile",)  # activation calibration methods whose ranges a kept collection gives
-VALUE_KEYS = ("Percentile",)  # config keys (Quark extra options) applied to a collection, not part of it
+PERCENTILE_METHOD, LAYERWISE_METHOD = "Percentile", "LayerwisePercentile"
+# Options only Quark's LayerwisePercentile calibrator reads (calibrators.create_calibrator_float_scale)
+LAYERWISE_ONLY_KEYS = ("PercentileCandidates", "LWPMetric", "LWPUseHistogram")
+# config keys (Quark extra options) applied to a collection, not part of it
+VALUE_KEYS = ("Percentile", "PercentileCandidates", "LWPMetric")
 
 
 def collection_key(range_part: dict[str, Any], range_identity: dict[str, Any]) -> str | None:
     """A trial's range-relevant config and what else its range key hashes (model, samples, exclusions, Quark) in;
     the key of the histogram collection its ranges are computed from out, or None when its method has none."""
-    method = (range_part.get("activation_params") or {}).get("calibration_method")
-    if method not in DERIVED_METHODS or range_part.get("specific_layer_config") or range_part.get("layer_type_config"):
+    activation = range_part.get("activation_params") or {}
+    method = activation.get("calibration_method")
+    histograms = method == PERCENTILE_METHOD or (method == LAYERWISE_METHOD
+                                                  and range_part.get("LWPUseHistogram", True) is True)
+    if not histograms or range_part.get("specific_layer_config") or range_part.get("layer_type_config"):
         return None  # a per-layer config may calibrate some tensors otherwise: not served
     import numpy
 
-    collected = {k: v for k, v in range_part.items() if k not in VALUE_KEYS}
+    collected = {k: v for k, v in range_part.items() if k not in VALUE_KEYS and k != "LWPUseHistogram"}
+    collected["activation_params"] = {**activation, "calibration_method": PERCENTILE_METHOD}  # one collection
     # the pickled histograms are numpy arrays: another numpy may not read them, so it is another collection
     value = {"collection": collected, "numpy": numpy.__version__, **range_identity}
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
@@ -66,16 +77,20 @@ class HistogramCollections:
         if self.installed:
             return
         percentile = calibrators.PercentileCalibrater
+        layerwise = calibrators.LayerWisePercentileCalibrater
         collect = percentile.collect_data
 
         def collect_or_reuse(calibrator: Any, data_reader: Any, *args: Any, **kwargs: Any) -> Any:
-            # LayerwisePercentile (a subclass) calls this through super() with raw outputs kept: never served
-            if self.path is None or type(calibrator) is not percentile or args or kwargs:
+            # LayerwisePercentile (a subclass) calls this through super(): served with its histograms
+            # (layer_wise=False), never with raw outputs kept (layer_wise=True)
+            plain = type(calibrator) is percentile and not args and not kwargs
+            histograms = type(calibrator) is layerwise and not args and kwargs == {"layer_wise": False}
+            if self.path is None or not (plain or histograms):
                 return collect(calibrator, data_reader, *args, **kwargs)
             with exclusive(collection_lock(self.path)):  # a second worker waits for this collection, then reuses it
                 if self.path.is_file() and self._reuse(calibrator):
                     return None
-                result = collect(calibrator, data_reader)
+                result = collect(calibrator, data_reader, *args, **kwargs)
                 self._keep(calibrator.collector.histogram_dict)
                 return result
 
