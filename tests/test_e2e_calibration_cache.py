@@ -362,3 +362,40 @@ def test_layerwise_percentile_and_percentile_share_one_collection_exactly(tmp_pa
     # on raw outputs LayerwisePercentile is not served: it calibrates
     raw = config("LayerwisePercentile", LWPUseHistogram=False)
     assert quantize("a", raw, "raw.onnx")["calibration_derived"] is False
+
+
+def test_a_collection_lock_that_cannot_be_taken_collects_without_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    """An error taking the collection's lock (a read-only or full folder) must not reach Quark, whose calibration would
+    answer it with MinMax ranges: the calibration collects on its own, says so, and the model is a fresh Percentile
+    calibration's."""
+    import onnx
+    from onnx import numpy_helper
+    from quark.onnx.calibration import CachedDataReader
+
+    from compiler.runtime import histogram_cache
+    from compiler.runtime.calibration_cache import RANGES_SAVED, CalibrationCache
+    from compiler.runtime.quantize import QuarkQuantizer
+    from compiler.runtime.readers import FolderReader, model_input_names
+    from compiler.runtime.step_clock import CLOCK
+
+    def no_lock(path: Path) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    def initializers(path: Path) -> dict[str, Any]:
+        return {t.name: numpy_helper.to_array(t).tolist() for t in onnx.load(str(path)).graph.initializer}
+
+    zm = build("resnet_bn", tmp_path)
+    reader = CachedDataReader(FolderReader(zm.calib_dir, model_input_names(zm.model), None))
+    config = {"activation": "Int8Spec", "activation_params": {"calibration_method": "Percentile"},
+              "weight": "Int8Spec", "Percentile": 99.9}
+    CLOCK.install()
+    RANGES_SAVED.install()
+    histogram_cache.HISTOGRAMS.install()
+    QuarkQuantizer(zm.model, reader, [], cache=None).quantize(config, tmp_path / "plain.onnx", [])
+    monkeypatch.setattr(histogram_cache, "exclusive", no_lock)
+    cache = CalibrationCache(tmp_path / "cache", {"m": "x"}, "d")
+    steps = QuarkQuantizer(zm.model, reader, [], cache=cache).quantize(config, tmp_path / "unlocked.onnx", [])
+    assert steps["calibration_derived"] is False
+    assert "lock could not be taken" in capsys.readouterr().err
+    assert initializers(tmp_path / "unlocked.onnx") == initializers(tmp_path / "plain.onnx")
+    assert not list((tmp_path / "cache").glob("*.histograms"))

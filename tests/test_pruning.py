@@ -83,6 +83,27 @@ def test_a_trial_is_compared_with_the_reference_ranks_trial_not_the_best() -> No
                       [0.3 + n for n in noise]).should_prune() is False  # no complete trial yet: nothing to compare
 
 
+def test_a_repeat_at_the_reference_rank_stands_for_the_trial_it_repeats() -> None:
+    from compiler.runtime import contract
+    from compiler.runtime.pruning import _Ranked
+
+    study = optuna.create_study()
+    numbers = {}
+    for name, level in (("best", 0.1), ("second", 0.5)):
+        trial = per_sample(study, [level] * 4)
+        study.tell(trial, level)
+        numbers[name] = trial.number
+    repeat = study.ask()  # answered from the study: the value, no per-sample values
+    repeat.set_user_attr(contract.ATTR_REUSED_FROM, numbers["second"])
+    study.tell(repeat, 0.5)
+    worse = per_sample(study, [0.9] * 4)
+    study.tell(worse, 0.9)
+    assert _Ranked(study, 3).best_trial.number == numbers["second"]  # not the worse trial after the repeat
+    assert _Ranked(study, 4).best_trial.number == worse.number
+    with pytest.raises(ValueError, match="5th best"):
+        _Ranked(study, 5).best_trial  # noqa: B018 - the property raises
+
+
 def tpe_search(pruner: Any, trials: int = 40) -> tuple[list[dict[str, Any]], dict[str, Any], int]:
     """A seeded TPE search of a per-sample objective (20 samples, each with its own offset), pruned sample by sample
     as qas does; the parameters drawn, the best parameters and the samples scored out."""

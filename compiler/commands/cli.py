@@ -13,7 +13,7 @@ import sys
 import traceback
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -384,7 +384,7 @@ def run_command(
     assert result.out_dir is not None and result.plan is not None
     settings = result.plan.settings
     _refuse_to_start(settings, result.out_dir, workers)
-    _up_to_date_outputs(result, target, spec, force)
+    _write_or_check_outputs(result, target, spec, force)
     if workers is not None:  # the plan shown is this run's: --workers replaces the spec's search.workers
         result.plan = dataclasses.replace(result.plan, settings=dataclasses.replace(settings, workers=workers))
     _report(result, Format.text)
@@ -398,7 +398,7 @@ def run_command(
     raise typer.Exit(shell_exit_code(outcome.exit_code))
 
 
-def _up_to_date_outputs(result: Result, target: Path, spec: Path | None, force: bool) -> None:
+def _write_or_check_outputs(result: Result, target: Path, spec: Path | None, force: bool) -> None:
     """A compiled run target in; raises typer.Exit unless its outputs are the compiled ones: a manifest's folder must
     match its spec, a spec's outputs are written (refused over files qas did not write, unless forced)."""
     assert result.out_dir is not None
@@ -637,7 +637,7 @@ def export_command(
     raise typer.Exit(shell_exit_code(ran.returncode))
 
 
-def _exportable(out_dir: Path) -> tuple[Path, dict]:
+def _exportable(out_dir: Path) -> tuple[Path, dict[str, Any]]:
     """What `qas export` was given in; the output folder and its manifest out, or typer.Exit(EXIT_USAGE) with the
     error when there is none, or its engine or runtime cannot export."""
     from compiler.report.manifest import load_manifest

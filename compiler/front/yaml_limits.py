@@ -105,7 +105,8 @@ def check_structure(text: str) -> Diagnostic | None:
             if isinstance(event, CollectionStartEvent):
                 found = walk.open(event)
             elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
-                found = walk.close()
+                walk.close()
+                found = None
             elif isinstance(event, ScalarEvent):
                 found = walk.scalar(event)
             elif isinstance(event, AliasEvent):
@@ -122,8 +123,8 @@ def check_structure(text: str) -> Diagnostic | None:
 
 
 class _Walk:
-    """The open collections, anchors and expanded node count of a walk over YAML events; each method takes one event
-    and gives the diagnostic it breaks a limit with, or None."""
+    """The open collections, anchors and expanded node count of a walk over YAML events: open, scalar and alias take
+    one event and give the diagnostic it breaks a limit with, or None; close ends the innermost collection."""
 
     def __init__(self) -> None:
         # anchor -> the collection it names while that is open, then (nodes, height); as in ruamel's

@@ -128,7 +128,8 @@ def _direction(main: Any, manifest: dict[str, Any], notes: list[str]) -> str:
 
 def _importance_view(main: Any, grid: Any, complete: list[_Row], notes: list[str]) -> dict[str, Any]:
     """The studies and their complete rows in; the report's importances and the study they were computed over out:
-    the sampler stage's study, or the grid study when only that has trials (sampler Grid)."""
+    the sampler stage's study, or the grid study when only that has trials (sampler Grid). What the computation
+    says about itself is appended to notes."""
     source = main if any(r.study == main.study_name for r in complete) or grid is None else grid
     found, importance_notes = importances(source, [r.trial for r in complete if r.study == source.study_name])
     notes += importance_notes

@@ -87,7 +87,12 @@ class HistogramCollections:
             histograms = type(calibrator) is layerwise and not args and kwargs == {"layer_wise": False}
             if self.path is None or not (plain or histograms):
                 return collect(calibrator, data_reader, *args, **kwargs)
-            with exclusive(collection_lock(self.path)):  # a second worker waits for this collection, then reuses it
+            with contextlib.ExitStack() as held:
+                try:  # a second worker waits for this collection, then reuses it
+                    held.enter_context(exclusive(collection_lock(self.path)))
+                except OSError as error:  # nothing may escape into Quark (see _reuse): collect, keep nothing
+                    warn(f"qas: the histogram collection's lock could not be taken ({error}); collecting without it")
+                    return collect(calibrator, data_reader, *args, **kwargs)
                 if self.path.is_file() and self._reuse(calibrator):
                     return None
                 result = collect(calibrator, data_reader, *args, **kwargs)
@@ -140,7 +145,8 @@ class HistogramCollections:
 
     @contextlib.contextmanager
     def watching(self, path: Path | None) -> Iterator[None]:
-        """Within the block, a plain Percentile calibration reuses or keeps the collection at path (None: none)."""
+        """Within the block, a Percentile or LayerwisePercentile calibration on histograms reuses or keeps the
+        collection at path (None: none)."""
         self.path, self.reused = path, False
         try:
             yield

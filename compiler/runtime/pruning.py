@@ -4,9 +4,14 @@ Optuna's WilcoxonPruner finds it significantly worse than the reference trial on
 
 The reference is the best complete trial, except under TPE: TPE learns from its best ceil(10 %) of the trials (at most
 25, Optuna's default gamma) against the rest, and a pruned trial always joins the rest. Compared with the last of
-those best at the end of the budget, a pruned trial is one that would have been among the rest anyway, so TPE draws
-what it would have drawn without pruning and the search ends on the same best configuration (bench/trial_cost.py
-checks it); against the best trial alone, pruned trials that would have ranked second to fifth steer TPE elsewhere.
+those best at the end of the budget, a pruned trial is one that would have been among the rest anyway, so with one
+worker TPE draws what it would have drawn without pruning and the search ends on the same best configuration
+(tests/test_e2e_prune.py and bench/trial_cost.py see it); against the best trial alone, pruned trials that would have
+ranked second to fifth steer TPE elsewhere. Limits: the test is statistical (p < 0.1, asked again at every sample,
+on per-sample differences while the value is their mean), so a pruned trial may rarely have ranked in that best
+part after all; with several workers each draws from the trials finished when it asks, which pruning changes (a
+pruned trial still never joins TPE's best part); a study resumed with a larger n_trials compared its earlier trials
+with a smaller rank.
 
 The order is hardest first: the samples sorted by the first scored sampler trial's values, worst first, recorded
 once in the study so every worker and every re-run uses the same. The pruner pairs samples by index, so the order
@@ -55,8 +60,9 @@ def reference_rank(sampler: str, n_trials: int) -> int:
 
 class _Ranked:
     """A study seen by WilcoxonPruner.prune (which asks it for best_trial and direction): its best_trial is the
-    rank-th best complete trial, or the first worse one that was scored sample by sample (a repeat answered from the
-    study has no per-sample values); ValueError, as Optuna's own, while there is none."""
+    rank-th best complete trial (a repeat answered from the study stands for the trial it repeats, whose per-sample
+    values it lacks), or the first worse one with per-sample values; ValueError, as Optuna's own, while there is
+    none."""
 
     def __init__(self, study: Any, rank: int) -> None:
         self.study, self.rank = study, rank
@@ -69,9 +75,11 @@ class _Ranked:
 
         complete = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         ranked = sorted(complete, key=lambda t: t.value, reverse=self.direction == StudyDirection.MAXIMIZE)
+        by_number = {t.number: t for t in complete}
         for trial in ranked[self.rank - 1:]:
-            if trial.intermediate_values:
-                return trial
+            source = by_number.get(trial.user_attrs.get(contract.ATTR_REUSED_FROM, trial.number), trial)
+            if source.intermediate_values:
+                return source
         raise ValueError(f"no reference trial yet: {len(ranked)} complete, the {_ordinal(self.rank)} best is "
                          "compared with")
 
