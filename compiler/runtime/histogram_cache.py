@@ -35,8 +35,9 @@ from .sensitivity_cache import exclusive
 PERCENTILE_METHOD, LAYERWISE_METHOD = "Percentile", "LayerwisePercentile"
 # Options only Quark's LayerwisePercentile calibrator reads (calibrators.create_calibrator_float_scale)
 LAYERWISE_ONLY_KEYS = ("PercentileCandidates", "LWPMetric", "LWPUseHistogram")
-# config keys (Quark extra options) applied to a collection, not part of it
-VALUE_KEYS = ("Percentile", "PercentileCandidates", "LWPMetric")
+# config keys (Quark extra options) read after the histograms exist, or only to choose them (LWPUseHistogram: served
+# only when true), so not part of a collection's key
+VALUE_KEYS = ("Percentile", *LAYERWISE_ONLY_KEYS)
 
 
 def collection_key(range_part: dict[str, Any], range_identity: dict[str, Any]) -> str | None:
@@ -50,7 +51,7 @@ def collection_key(range_part: dict[str, Any], range_identity: dict[str, Any]) -
         return None  # a per-layer config may calibrate some tensors otherwise: not served
     import numpy
 
-    collected = {k: v for k, v in range_part.items() if k not in VALUE_KEYS and k != "LWPUseHistogram"}
+    collected = {k: v for k, v in range_part.items() if k not in VALUE_KEYS}
     collected["activation_params"] = {**activation, "calibration_method": PERCENTILE_METHOD}  # one collection
     # the pickled histograms are numpy arrays: another numpy may not read them, so it is another collection
     value = {"collection": collected, "numpy": numpy.__version__, **range_identity}

@@ -43,6 +43,7 @@ def make_pruner(prune: str | None, sampler: str, n_trials: int) -> Any:
         def __init__(self, rank: int) -> None:
             super().__init__(p_threshold=P_THRESHOLD)
             self.rank = rank
+            self.reference = "the best trial" if rank == 1 else f"the {_ordinal(rank)} best trial"  # in messages
 
         def prune(self, study: Any, trial: Any) -> bool:
             return super().prune(_Ranked(study, self.rank), trial)
@@ -94,8 +95,9 @@ class SampleWatch:
     """watch(index, value) for Scorer.score: reports each sample's value to the trial and raises optuna.TrialPruned
     when the pruner says so; `seen` counts the samples scored."""
 
-    def __init__(self, trial: Any, order: list[int] | None) -> None:
+    def __init__(self, trial: Any, order: list[int] | None, reference: str = "the best trial") -> None:
         self.trial, self.order = trial, order
+        self.reference = reference  # what the pruner compares with, as its message says it
         self.values: dict[int, float] = {}
         self.seconds = 0.0  # spent reporting to the study and asking the pruner (a storage round trip a sample)
 
@@ -122,9 +124,7 @@ class SampleWatch:
         self.trial.report(value, index)
         # After the last sample the value is known: pruning then would save nothing and lose a scored trial
         if remaining and self.trial.should_prune():
-            rank = getattr(getattr(getattr(self.trial, "study", None), "pruner", None), "rank", 1)
-            reference = "the best trial" if rank == 1 else f"the {_ordinal(rank)} best trial"
-            raise optuna.TrialPruned(f"worse than {reference} on {self.seen} evaluation sample(s) "
+            raise optuna.TrialPruned(f"worse than {self.reference} on {self.seen} evaluation sample(s) "
                                      "(Wilcoxon signed-rank test)")
 
 

@@ -219,7 +219,7 @@ class Search:
         trial.set_user_attr(contract.ATTR_MODEL, model.name)
         if "keep_float" in config and self.float_nodes is not None:
             trial.set_user_attr(contract.ATTR_KEEP_FLOAT, self.float_nodes(config["keep_float"]))
-        watch = (SampleWatch(trial, evaluation_order(self.sampler_study))
+        watch = (SampleWatch(trial, evaluation_order(self.sampler_study), self.sampler_study.pruner.reference)
                  if self.settings.prune and stage == contract.STAGE_SAMPLER else None)
         steps: dict[str, Any] = {}
         started = time.perf_counter()
